@@ -1,0 +1,473 @@
+"""The PADRES subscription language and its scalar reference semantics.
+
+Filters (advertisements and subscriptions) are conjunctions of predicates
+``[attr,op,value]``; publications are attribute/value lists ``[attr,value]``, both in
+PADRES's syntax so existing PADRES workloads run unchanged. ``matches``, ``covers``,
+``conforms`` and ``intersects`` are the oracle that the vectorised index (protocols/index.py)
+is held to. Deliberate differences from PADRES: several predicates may constrain one
+attribute (ranges), strict bounds are exact (PADRES rounds ``x>v`` to ``x>=v+1``), and
+``isPresent`` is typed by its value (numeric or string), as PADRES types it.
+
+Every filter also has a normal form, one ``Constraint`` per attribute: an interval (numeric,
+or lexicographic for strings; a prefix is the interval ``[p, succ(p))``) plus residual
+conditions that are not intervals (excluded values, postfixes, substrings). ``covers`` and
+``intersects`` are decided on that normal form: exactly for intervals and exclusions, and
+safely (``covers`` False, ``intersects`` True) where residual string conditions make the
+question hard.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+Value = float | int | str
+
+NUMERIC_OPS = frozenset({"<", "<=", "=", ">=", ">", "<>"})
+STRING_OPS = frozenset(
+    {"eq", "neq", "str-lt", "str-le", "str-gt", "str-ge", "str-prefix", "str-postfix", "str-contains"}
+)
+ANY_OPS = frozenset({"isPresent"})
+OPERATORS = NUMERIC_OPS | STRING_OPS | ANY_OPS
+
+NUMERIC, STRING = "n", "s"
+
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Predicate:
+    attr: str
+    op: str
+    value: Value
+
+    @property
+    def type(self) -> str:
+        return STRING if isinstance(self.value, str) else NUMERIC
+
+    def __str__(self) -> str:
+        return f"[{self.attr},{self.op},{_format_value(self.value)}]"
+
+
+@dataclass(frozen=True)
+class Filter:
+    """An advertisement or subscription: a conjunction of predicates."""
+
+    predicates: tuple[Predicate, ...]
+
+    @cached_property
+    def constraints(self) -> dict[str, "Constraint"]:
+        """The normal form: one Constraint per attribute."""
+        return _normalise(self)
+
+    def __str__(self) -> str:
+        return ",".join(str(p) for p in self.predicates)
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """A publication: attribute -> value (numbers or strings)."""
+
+    items: tuple[tuple[str, Value], ...]
+
+    def as_dict(self) -> dict[str, Value]:
+        return dict(self.items)
+
+    def __str__(self) -> str:
+        return ",".join(f"[{a},{_format_value(v)}]" for a, v in self.items)
+
+
+def _format_value(value: Value) -> str:
+    return f"'{value}'" if isinstance(value, str) else repr(value)
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def _split_terms(text: str, what: str) -> list[tuple[int, str]]:
+    """Split ``[a,b],[c,d]`` into (position, inner text) pairs, honouring quotes."""
+    terms: list[tuple[int, str]] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+        if i >= n:
+            break
+        if text[i] != "[":
+            raise ValueError(f"{what}: expected '[' at position {i + 1}, found {text[i]!r}")
+        start, j, quoted = i, i + 1, False
+        while j < n and (quoted or text[j] != "]"):
+            if text[j] == "'":
+                quoted = not quoted
+            elif text[j] == "[" and not quoted:
+                raise ValueError(f"{what}: unbalanced '[' in predicate {len(terms) + 1} at position {start + 1}")
+            j += 1
+        if j >= n:
+            problem = "unterminated string" if quoted else "unbalanced '['"
+            raise ValueError(f"{what}: {problem} in predicate {len(terms) + 1} at position {start + 1}")
+        terms.append((start + 1, text[start + 1 : j]))
+        i = j + 1
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+        if i < n:
+            if text[i] != ",":
+                raise ValueError(f"{what}: expected ',' after predicate {len(terms)} at position {i + 1}")
+            i += 1
+    if not terms:
+        raise ValueError(f"{what}: empty (expected at least one [..] term)")
+    return terms
+
+
+def _split_fields(inner: str) -> list[str]:
+    fields, current, quoted = [], [], False
+    for ch in inner:
+        if ch == "'":
+            quoted = not quoted
+        if ch == "," and not quoted:
+            fields.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    if quoted:
+        raise ValueError("unterminated string")
+    fields.append("".join(current).strip())
+    return fields
+
+
+def _parse_value(token: str) -> Value:
+    if len(token) >= 2 and token[0] == "'" and token[-1] == "'":
+        return token[1:-1]
+    if _NUMBER.match(token):
+        number = float(token)
+        if not math.isfinite(number):
+            raise ValueError(f"number out of range {token!r}")
+        return int(token) if re.fullmatch(r"[+-]?\d+", token) else number
+    if not token:
+        raise ValueError("missing value")
+    raise ValueError(f"value {token!r} is neither a number nor a quoted string")
+
+
+def _check_attr(attr: str) -> None:
+    if not attr or any(ch in attr for ch in "[]'") or any(ch.isspace() for ch in attr):
+        raise ValueError(f"bad attribute name {attr!r}")
+
+
+def parse_filter(text: str) -> Filter:
+    """Parse an advertisement or subscription ``[attr,op,value],...``."""
+    predicates = []
+    for number, (position, inner) in enumerate(_split_terms(text, "filter"), start=1):
+        where = f"filter predicate {number} [{inner}] at position {position}"
+        try:
+            parts = _split_fields(inner)
+            if len(parts) != 3:
+                raise ValueError(f"expected [attribute,operator,value], got {len(parts)} field(s)")
+            attr, op, raw = parts
+            _check_attr(attr)
+            if op not in OPERATORS:
+                raise ValueError(f"unknown operator {op!r}")
+            value = _parse_value(raw)
+            if op == "=" and isinstance(value, str):
+                op = "eq"
+            if isinstance(value, str) and op in NUMERIC_OPS:
+                raise ValueError(f"operator {op!r} needs a numeric value, got string {raw}")
+            if not isinstance(value, str) and op in STRING_OPS:
+                raise ValueError(f"operator {op!r} needs a quoted string value, got {raw}")
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        predicates.append(Predicate(attr, op, value))
+    _check_types_agree(predicates)
+    return Filter(tuple(predicates))
+
+
+def _check_types_agree(predicates: list[Predicate]) -> None:
+    seen: dict[str, tuple[int, Predicate]] = {}
+    for number, predicate in enumerate(predicates, start=1):
+        first = seen.setdefault(predicate.attr, (number, predicate))
+        if first[1].type != predicate.type:
+            raise ValueError(
+                f"filter predicate {number} {predicate}: attribute {predicate.attr!r} is "
+                f"{'numeric' if first[1].type == NUMERIC else 'a string'} in predicate {first[0]}"
+            )
+
+
+def parse_publication(text: str) -> Publication:
+    """Parse a publication ``[attr,value],...``."""
+    items: list[tuple[str, Value]] = []
+    seen: set[str] = set()
+    for number, (position, inner) in enumerate(_split_terms(text, "publication"), start=1):
+        where = f"publication term {number} [{inner}] at position {position}"
+        try:
+            parts = _split_fields(inner)
+            if len(parts) != 2:
+                raise ValueError(f"expected [attribute,value], got {len(parts)} field(s)")
+            attr, raw = parts
+            _check_attr(attr)
+            if attr in seen:
+                raise ValueError(f"attribute {attr!r} appears twice")
+            value = _parse_value(raw)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        seen.add(attr)
+        items.append((attr, value))
+    return Publication(tuple(items))
+
+
+# ---------------------------------------------------------------------------- predicates
+
+
+def satisfies(value: Value, op: str, operand: Value) -> bool:
+    """Does a publication value satisfy one predicate ``[_, op, operand]``?"""
+    if isinstance(value, str) != isinstance(operand, str):
+        return False
+    if op == "isPresent":
+        return True
+    if isinstance(value, str):
+        return _STRING_TESTS[op](value, operand)
+    return _NUMERIC_TESTS[op](value, operand)
+
+
+_NUMERIC_TESTS = {
+    "<": lambda v, x: v < x,
+    "<=": lambda v, x: v <= x,
+    "=": lambda v, x: v == x,
+    ">=": lambda v, x: v >= x,
+    ">": lambda v, x: v > x,
+    "<>": lambda v, x: v != x,
+}
+_STRING_TESTS = {
+    "eq": lambda v, x: v == x,
+    "neq": lambda v, x: v != x,
+    "str-lt": lambda v, x: v < x,
+    "str-le": lambda v, x: v <= x,
+    "str-gt": lambda v, x: v > x,
+    "str-ge": lambda v, x: v >= x,
+    "str-prefix": lambda v, x: v.startswith(x),
+    "str-postfix": lambda v, x: v.endswith(x),
+    "str-contains": lambda v, x: x in v,
+}
+
+
+def matches(sub: Filter, publication: Publication) -> bool:
+    """Every predicate's attribute is present in the publication and satisfied."""
+    values = publication.as_dict()
+    for p in sub.predicates:
+        if p.attr not in values or not satisfies(values[p.attr], p.op, p.value):
+            return False
+    return True
+
+
+def conforms(publication: Publication, adv: Filter) -> bool:
+    """Every attribute the publication carries is constrained by the advertisement and satisfies it."""
+    constrained: dict[str, list[Predicate]] = {}
+    for p in adv.predicates:
+        constrained.setdefault(p.attr, []).append(p)
+    for attr, value in publication.items:
+        if attr not in constrained:
+            return False
+        if not all(satisfies(value, p.op, p.value) for p in constrained[attr]):
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------- normal form
+
+
+def prefix_successor(prefix: str) -> str | None:
+    """The smallest string above every string starting with ``prefix`` (None: unbounded)."""
+    while prefix and ord(prefix[-1]) == 0x10FFFF:
+        prefix = prefix[:-1]
+    if not prefix:
+        return None
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+@dataclass(slots=True)
+class Constraint:
+    """All predicates of one filter on one attribute.
+
+    ``lo``/``hi`` are None when unbounded; ``excluded`` holds values strictly inside the
+    interval that are ruled out (``<>``, ``neq``); ``postfixes`` and ``substrings`` are the
+    residual string conditions. ``prefix`` remembers the tightest prefix for covering.
+    """
+
+    type: str
+    lo: Value | None = None
+    lo_open: bool = False
+    hi: Value | None = None
+    hi_open: bool = False
+    excluded: frozenset = frozenset()
+    postfixes: tuple[str, ...] = ()
+    substrings: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+    empty: bool = False
+
+    @property
+    def residual(self) -> bool:
+        return bool(self.excluded or self.postfixes or self.substrings)
+
+    @property
+    def point(self) -> Value | None:
+        if self.lo is not None and self.lo == self.hi and not self.lo_open and not self.hi_open:
+            return self.lo
+        return None
+
+    def raise_lo(self, value: Value, is_open: bool) -> None:
+        if self.lo is None or value > self.lo or (value == self.lo and is_open):
+            self.lo, self.lo_open = value, is_open
+
+    def lower_hi(self, value: Value, is_open: bool) -> None:
+        if self.hi is None or value < self.hi or (value == self.hi and is_open):
+            self.hi, self.hi_open = value, is_open
+
+    def contains(self, value: Value) -> bool:
+        """Is ``value`` inside the interval (ignoring residual conditions)?"""
+        if self.lo is not None and (value < self.lo or (value == self.lo and self.lo_open)):
+            return False
+        if self.hi is not None and (value > self.hi or (value == self.hi and self.hi_open)):
+            return False
+        return True
+
+
+def _normalise(f: Filter) -> dict[str, Constraint]:
+    constraints: dict[str, Constraint] = {}
+    excluded: dict[str, set] = {}
+    for p in f.predicates:
+        c = constraints.setdefault(p.attr, Constraint(p.type))
+        excluded.setdefault(p.attr, set())
+        _apply(c, excluded[p.attr], p)
+    for attr, c in constraints.items():
+        _settle(c, excluded[attr])
+    return constraints
+
+
+def _apply(c: Constraint, excluded: set, p: Predicate) -> None:
+    op, v = p.op, p.value
+    if op in ("<", "str-lt"):
+        c.lower_hi(v, True)
+    elif op in ("<=", "str-le"):
+        c.lower_hi(v, False)
+    elif op in (">", "str-gt"):
+        c.raise_lo(v, True)
+    elif op in (">=", "str-ge"):
+        c.raise_lo(v, False)
+    elif op in ("=", "eq"):
+        c.raise_lo(v, False)
+        c.lower_hi(v, False)
+    elif op in ("<>", "neq"):
+        excluded.add(v)
+    elif op == "str-prefix":
+        c.prefixes += (v,)
+        c.raise_lo(v, False)
+        successor = prefix_successor(v)
+        if successor is not None:
+            c.lower_hi(successor, True)
+    elif op == "str-postfix":
+        c.postfixes += (v,)
+    elif op == "str-contains":
+        c.substrings += (v,)
+
+
+def _settle(c: Constraint, excluded: set) -> None:
+    """Drop exclusions outside the interval, turn excluded end points into open ends."""
+    inside = {x for x in excluded if c.contains(x)}
+    if c.lo is not None and c.lo in inside and not c.lo_open:
+        c.lo_open = True
+        inside.discard(c.lo)
+    if c.hi is not None and c.hi in inside and not c.hi_open:
+        c.hi_open = True
+        inside.discard(c.hi)
+    c.excluded = frozenset(inside)
+    c.postfixes = tuple(sorted(set(c.postfixes)))
+    c.substrings = tuple(sorted(set(s for s in c.substrings if s)))
+    if c.lo is not None and c.hi is not None:
+        if c.lo > c.hi or (c.lo == c.hi and (c.lo_open or c.hi_open)):
+            c.empty = True
+    point = c.point
+    if point is not None and not all(_string_residual_holds(c, point)):
+        c.empty = True
+
+
+def _string_residual_holds(c: Constraint, value: Value):
+    yield all(value.endswith(q) for q in c.postfixes) if c.postfixes else True
+    yield all(s in value for s in c.substrings) if c.substrings else True
+
+
+def unsatisfiable(f: Filter) -> bool:
+    """True when no publication can match ``f`` (decided on the normal form)."""
+    return any(c.empty for c in f.constraints.values())
+
+
+# ---------------------------------------------------------------------------- covering
+
+
+def interval_within(inner: Constraint, outer: Constraint) -> bool:
+    """Is ``inner``'s interval inside ``outer``'s?"""
+    if outer.lo is not None:
+        if inner.lo is None or inner.lo < outer.lo:
+            return False
+        if inner.lo == outer.lo and outer.lo_open and not inner.lo_open:
+            return False
+    if outer.hi is not None:
+        if inner.hi is None or inner.hi > outer.hi:
+            return False
+        if inner.hi == outer.hi and outer.hi_open and not inner.hi_open:
+            return False
+    return True
+
+
+def residual_implied(inner: Constraint, outer: Constraint) -> bool:
+    """Given inner's interval inside outer's, does inner also satisfy outer's residual conditions?"""
+    point = inner.point
+    for x in outer.excluded:
+        if inner.contains(x) and x not in inner.excluded:
+            return False
+    for q in outer.postfixes:
+        if not (point is not None and point.endswith(q)) and not any(p.endswith(q) for p in inner.postfixes):
+            return False
+    for s in outer.substrings:
+        known = inner.postfixes + inner.substrings + inner.prefixes + ((point,) if point is not None else ())
+        if not any(s in k for k in known):
+            return False
+    return True
+
+
+def constraint_covers(outer: Constraint, inner: Constraint) -> bool:
+    return outer.type == inner.type and interval_within(inner, outer) and residual_implied(inner, outer)
+
+
+def covers(f1: Filter, f2: Filter) -> bool:
+    """Every publication matching f2 matches f1 ("f1 covers f2"); False where undecided."""
+    if unsatisfiable(f2):
+        return True
+    c1, c2 = f1.constraints, f2.constraints
+    return all(attr in c2 and constraint_covers(c, c2[attr]) for attr, c in c1.items())
+
+
+# ---------------------------------------------------------------------------- intersection
+
+
+def constraints_overlap(a: Constraint, b: Constraint) -> bool:
+    """Can one value satisfy both? True when unsure (residual string conditions)."""
+    if a.type != b.type or a.empty or b.empty:
+        return False
+    lo, lo_open = a.lo, a.lo_open
+    if b.lo is not None and (lo is None or b.lo > lo or (b.lo == lo and b.lo_open)):
+        lo, lo_open = b.lo, b.lo_open
+    hi, hi_open = a.hi, a.hi_open
+    if b.hi is not None and (hi is None or b.hi < hi or (b.hi == hi and b.hi_open)):
+        hi, hi_open = b.hi, b.hi_open
+    if lo is not None and hi is not None:
+        if lo > hi or (lo == hi and (lo_open or hi_open)):
+            return False
+        if lo == hi:
+            return lo not in a.excluded and lo not in b.excluded and all(
+                _string_residual_holds(a, lo)
+            ) and all(_string_residual_holds(b, lo))
+    return True
+
+
+def intersects(adv: Filter, sub: Filter) -> bool:
+    """Some publication conforming to ``adv`` matches ``sub`` (True when unsure)."""
+    ca, cs = adv.constraints, sub.constraints
+    return all(attr in ca and constraints_overlap(ca[attr], c) for attr, c in cs.items())

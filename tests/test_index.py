@@ -1,0 +1,108 @@
+"""The vectorised index must answer exactly what the scalar oracle answers."""
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocols.index import FilterIndex, Vocabulary
+from protocols.language import covers, intersects, matches, parse_filter, parse_publication
+
+from .strategies import filters, publications
+
+
+def _table(entries):
+    index = FilterIndex()
+    for key, f in enumerate(entries):
+        index.add(key, f)
+    return index
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(filters(), min_size=1, max_size=40), st.lists(publications(), min_size=1, max_size=5))
+def test_matching_equals_oracle(entries, pubs):
+    index = _table(entries)
+    for pub in pubs:
+        assert index.matching(pub) == [k for k, f in enumerate(entries) if matches(f, pub)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(filters(), min_size=1, max_size=40), st.lists(filters(), min_size=1, max_size=5))
+def test_covering_questions_equal_oracle(entries, queries):
+    index = _table(entries)
+    for q in queries:
+        assert index.covering(q) == [k for k, f in enumerate(entries) if covers(f, q)]
+        assert index.covered_by(q) == [k for k, f in enumerate(entries) if covers(q, f)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(filters(), min_size=1, max_size=40), st.lists(filters(), min_size=1, max_size=5))
+def test_intersection_questions_equal_oracle(entries, queries):
+    index = _table(entries)
+    for q in queries:
+        assert index.intersecting(q) == [k for k, f in enumerate(entries) if intersects(f, q)]
+        assert index.intersected_by(q) == [k for k, f in enumerate(entries) if intersects(q, f)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), filters()), min_size=1, max_size=80),
+    st.lists(publications(), min_size=1, max_size=3),
+    st.lists(filters(), min_size=1, max_size=3),
+)
+def test_answers_stay_exact_across_adds_and_removes(operations, pubs, queries):
+    index, live, next_key = FilterIndex(), {}, 0
+    for remove, f in operations:
+        if remove and live:
+            key = sorted(live)[len(live) // 2]
+            assert index.remove(key) == live.pop(key)
+        else:
+            index.add(next_key, f)
+            live[next_key] = f
+            next_key += 1
+    assert len(index) == len(live) and set(index.keys()) == set(live)
+    for pub in pubs:
+        assert sorted(index.matching(pub)) == sorted(k for k, f in live.items() if matches(f, pub))
+    for q in queries:
+        assert sorted(index.covering(q)) == sorted(k for k, f in live.items() if covers(f, q))
+        assert sorted(index.covered_by(q)) == sorted(k for k, f in live.items() if covers(q, f))
+
+
+def test_vocabulary_codes_stay_ordered_through_renumbering():
+    vocabulary = Vocabulary()
+    words = ["a", "m"]
+    vocabulary.add("a")
+    vocabulary.add("m")
+    # squeeze words ever closer below "m" until floats run out and codes are renumbered
+    for depth in range(80):
+        word = "l" + "z" * depth
+        vocabulary.add(word)
+        words.append(word)
+    assert vocabulary.version > 0
+    ordered = sorted(words)
+    codes = [vocabulary.code(w) for w in ordered]
+    assert codes == sorted(codes) and len(set(codes)) == len(codes)
+    assert vocabulary.code("lzzq") < vocabulary.code("lzzz")
+
+
+def test_index_with_many_string_words_matches_oracle():
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abc") for _ in range(rng.randint(1, 6))) for _ in range(300)]
+    ops = ["eq", "str-lt", "str-ge", "str-prefix", "neq"]
+    entries = [parse_filter(f"[s,{rng.choice(ops)},'{rng.choice(words)}']") for _ in range(400)]
+    index = _table(entries)
+    for word in words[:100] + ["", "zzz", "abcabcabc"]:
+        pub = parse_publication(f"[s,'{word}']")
+        assert index.matching(pub) == [k for k, f in enumerate(entries) if matches(f, pub)]
+
+
+def test_work_counters_grow_with_table_size():
+    pub = parse_publication("[x,5]")
+    small, large = FilterIndex(), FilterIndex()
+    for i in range(10):
+        small.add(i, parse_filter(f"[x,>,{i}]"))
+    for i in range(1000):
+        large.add(i, parse_filter(f"[x,>,{i}]"))
+    small.matching(pub)
+    large.matching(pub)
+    assert small.work.match_predicates == 10 and large.work.match_predicates == 1000
+    assert large.work.match_entries == 1000 and large.work.match_queries == 1

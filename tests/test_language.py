@@ -1,0 +1,157 @@
+import pytest
+from hypothesis import given, settings
+
+from protocols.language import (
+    Filter,
+    conforms,
+    covers,
+    intersects,
+    matches,
+    parse_filter,
+    parse_publication,
+)
+
+from .strategies import filters, publications
+
+F, P = parse_filter, parse_publication
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "empty"),
+        ("[x,>,1", "unbalanced '[' in predicate 1"),
+        ("[x,>,1],[y,<,2", "unbalanced '[' in predicate 2"),
+        ("[x,>>,1]", "predicate 1 [x,>>,1] at position 1: unknown operator '>>'"),
+        ("[x,>,]", "missing value"),
+        ("[x,>]", "got 2 field(s)"),
+        ("[x,>,'a']", "operator '>' needs a numeric value"),
+        ("[x,str-prefix,3]", "operator 'str-prefix' needs a quoted string value"),
+        ("[x,eq,abc]", "neither a number nor a quoted string"),
+        ("[x,eq,'abc]", "unterminated string"),
+        ("[x,>,1] [y,<,2]", "expected ',' after predicate 1 at position 9"),
+        ("[x,>,1],,[y,<,2]", "expected '[' at position 9"),
+        ("[x,>,1],[x,eq,'a']", "predicate 2 [x,eq,'a']: attribute 'x' is numeric in predicate 1"),
+        ("[,>,1]", "bad attribute name"),
+        ("[x,[,1]", "unbalanced '['"),
+    ],
+)
+def test_malformed_filters_name_the_place(text, message):
+    with pytest.raises(ValueError) as info:
+        parse_filter(text)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[x]", "publication term 1 [x] at position 1: expected [attribute,value]"),
+        ("[x,1],[x,2]", "term 2 [x,2] at position 7: attribute 'x' appears twice"),
+        ("[x,1],[y,'a]", "unterminated string"),
+        ("[x,1.2.3]", "neither a number nor a quoted string"),
+        ("[x,>,1]", "expected [attribute,value], got 3"),
+    ],
+)
+def test_malformed_publications_name_the_place(text, message):
+    with pytest.raises(ValueError) as info:
+        parse_publication(text)
+    assert message in str(info.value)
+
+
+def test_padres_examples_and_attribute_names():
+    sub = F("[class,eq,'STOCK'],[symbol,eq,'YHOO'],[volume,>,1000000]")
+    assert matches(sub, P("[class,'STOCK'],[symbol,'YHOO'],[volume,6200000],[close,18.37]"))
+    assert not matches(sub, P("[class,'STOCK'],[symbol,'YHOO'],[volume,6200],[close,18.37]"))
+    assert matches(F("[highLow%Diff,>=,0.5]"), P("[highLow%Diff,0.75]"))
+    assert F("[s,=,'x']").predicates[0].op == "eq"
+
+
+def test_strict_bounds_are_exact_and_ranges_allowed():
+    sub = F("[x,>,10],[x,<,20]")
+    assert not matches(sub, P("[x,10]"))
+    assert matches(sub, P("[x,10.5]"))  # PADRES would round x>10 to x>=11
+    assert not matches(sub, P("[x,20]"))
+    assert matches(F("[x,=,3]"), P("[x,3.0]"))  # integers and decimals compare as numbers
+
+
+def test_string_operators():
+    pub = P("[s,'banana']")
+    for text, expected in [
+        ("[s,str-prefix,'ban']", True), ("[s,str-postfix,'ana']", True),
+        ("[s,str-contains,'nan']", True), ("[s,str-lt,'c']", True), ("[s,str-ge,'bz']", False),
+        ("[s,neq,'banana']", False), ("[s,isPresent,'']", True), ("[s,isPresent,0]", False),
+    ]:
+        assert matches(F(text), pub) is expected, text
+
+
+@pytest.mark.parametrize(
+    "f1, f2, expected",
+    [
+        ("[x,>,1]", "[x,>,2]", True),
+        ("[x,>,1]", "[x,>=,1]", False),
+        ("[x,>=,1]", "[x,>,1]", True),
+        ("[x,>,1]", "[x,>=,1],[x,<>,1]", True),  # the excluded end point makes it open
+        ("[x,<>,5]", "[x,>,5]", True),
+        ("[x,<>,5]", "[x,>,4]", False),
+        ("[x,>,1]", "[x,>,2],[y,=,3]", True),
+        ("[x,>,1],[y,=,3]", "[x,>,2]", False),
+        ("[s,str-prefix,'ab']", "[s,eq,'abc']", True),
+        ("[s,str-prefix,'ab']", "[s,str-prefix,'abc']", True),
+        ("[s,str-prefix,'abc']", "[s,str-prefix,'ab']", False),
+        ("[s,neq,'a']", "[s,eq,'b']", True),
+        ("[s,str-contains,'b']", "[s,eq,'abc']", True),
+        ("[s,str-contains,'b']", "[s,str-prefix,'ab']", True),
+        ("[s,str-postfix,'c']", "[s,str-postfix,'bc']", True),
+        ("[x,>,5]", "[x,>,3],[x,<,2]", True),  # f2 matches nothing
+        ("[x,>,5],[x,<,2]", "[x,>,3]", False),
+        ("[x,isPresent,0]", "[x,>,3]", True),
+        ("[x,isPresent,'']", "[x,>,3]", False),
+    ],
+)
+def test_covering_table(f1, f2, expected):
+    assert covers(F(f1), F(f2)) is expected
+
+
+@pytest.mark.parametrize(
+    "adv, sub, expected",
+    [
+        ("[class,eq,'S'],[price,>,0]", "[class,eq,'S'],[price,>,10]", True),
+        ("[class,eq,'S'],[price,>,0]", "[class,eq,'S'],[price,<,0]", False),
+        ("[class,eq,'S'],[price,>,0]", "[class,eq,'S'],[volume,>,0]", False),
+        ("[x,>=,1],[x,<=,1]", "[x,<>,1]", False),
+        ("[x,>=,1],[x,<=,2]", "[x,>=,2]", True),
+        ("[x,>=,1],[x,<,2]", "[x,>=,2]", False),
+        ("[s,str-prefix,'ab']", "[s,eq,'abc']", True),
+        ("[s,str-prefix,'ab']", "[s,eq,'b']", False),
+    ],
+)
+def test_intersection_table(adv, sub, expected):
+    assert intersects(F(adv), F(sub)) is expected
+
+
+def test_conformance_needs_every_publication_attribute_advertised():
+    adv = F("[class,eq,'S'],[price,>,0]")
+    assert conforms(P("[class,'S'],[price,3]"), adv)
+    assert conforms(P("[class,'S']"), adv)
+    assert not conforms(P("[class,'S'],[price,3],[volume,1]"), adv)
+    assert not conforms(P("[class,'S'],[price,-3]"), adv)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(filters(), filters(), publications())
+def test_covers_is_sound(f1: Filter, f2: Filter, pub):
+    if covers(f1, f2) and matches(f2, pub):
+        assert matches(f1, pub)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(filters(), filters(), publications())
+def test_intersects_never_wrongly_false(adv, sub, pub):
+    if conforms(pub, adv) and matches(sub, pub):
+        assert intersects(adv, sub)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(filters())
+def test_round_trip_through_text(f):
+    assert parse_filter(str(f)) == f
