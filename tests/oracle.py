@@ -1,0 +1,67 @@
+"""A brute-force delivery oracle and a synchronous message pump for broker tests.
+
+The oracle reads trace records and says which (publication, subscription) pairs a correct
+network delivers when every operation completes before the next begins: a publication that
+conforms to one of its publisher's active advertisements reaches every active subscription
+it matches, and nothing else.
+"""
+from collections import deque
+
+from protocols.language import conforms, matches, parse_filter, parse_publication
+from protocols.stack import make_broker
+from workloads.trace import compile_trace
+
+
+def expected_deliveries(records: list[dict]) -> set[tuple[str, str]]:
+    subs, advs, expected = {}, {}, set()
+    for r in records:
+        op = r["op"]
+        if op == "subscribe":
+            subs[r["id"]] = parse_filter(r["filter"])
+        elif op == "unsubscribe":
+            del subs[r["id"]]
+        elif op == "advertise":
+            advs[r["id"]] = (r["client"], parse_filter(r["filter"]))
+        elif op == "unadvertise":
+            del advs[r["id"]]
+        elif op == "publish":
+            pub = parse_publication(r["content"])
+            if any(c == r["client"] and conforms(pub, a) for c, a in advs.values()):
+                expected |= {(r["id"], s) for s, f in subs.items() if matches(f, pub)}
+    return expected
+
+
+class Pump:
+    """Runs brokers synchronously: each injected operation is processed to quiescence."""
+
+    def __init__(self, graph, protocol: dict | None = None) -> None:
+        self.brokers = {n: make_broker(n, graph.neighbors(n), protocol) for n in sorted(graph)}
+        self.queue: deque = deque()
+        self.deliveries: list[tuple[str, str]] = []
+        self.sent: list[tuple[str, str, str, str]] = []  # (sender, destination, kind, id)
+        self.events: list[tuple[str, dict]] = []
+        self.now = 0
+
+    # the broker context
+    def send(self, destination, message):
+        self.sent.append((self._current, destination, message.kind, message.id))
+        self.queue.append((destination, self._current, message))
+
+    def deliver(self, publication, sub_id, client):
+        self.deliveries.append((publication.id, sub_id))
+
+    def event(self, kind, **detail):
+        self.events.append((kind, detail))
+
+    def inject(self, broker, message):
+        self.queue.append((broker, None, message))
+        while self.queue:
+            destination, sender, msg = self.queue.popleft()
+            self._current = destination
+            self.brokers[destination].handle(msg, sender, self)
+
+    def run(self, records):
+        for injection in compile_trace([("test", r) for r in records], self.brokers):
+            self.now = injection.t_us
+            self.inject(injection.broker, injection.message)
+        return self

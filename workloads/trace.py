@@ -1,0 +1,168 @@
+"""Reading and compiling traces of client operations (JSON Lines or Parquet).
+
+``compile_trace`` checks every operation and turns it into the messages the runtime injects
+into brokers' mailboxes. It resolves where each operation enters (a client is attached to the
+broker of its first operation that names one; ``move`` re-attaches it) and which incarnation
+(``gen``) of a filter an operation refers to.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocols.errors import InputError
+from protocols.language import parse_filter, parse_publication
+from protocols.messages import Message
+
+OPS = ("advertise", "subscribe", "publish", "unsubscribe", "unadvertise", "move")
+_NEEDS = {
+    "advertise": ("client", "id", "filter"),
+    "subscribe": ("client", "id", "filter"),
+    "publish": ("client", "id", "content"),
+    "unsubscribe": ("client", "id"),
+    "unadvertise": ("client", "id"),
+    "move": ("client", "broker"),
+}
+_ALLOWED = {"t", "op", "client", "broker", "id", "filter", "content"}
+
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    """A message entering ``broker``'s mailbox from a client at ``t_us``; ``seq`` orders ties."""
+
+    t_us: int
+    broker: str
+    seq: int
+    message: Message
+
+
+def read_trace(path: Path) -> list[tuple[str, dict]]:
+    """(location, record) pairs of a .jsonl or .parquet trace."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: trace file not found")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as exc:  # pyarrow raises several types for unreadable files
+            raise InputError(f"{path}: not a readable Parquet trace ({exc})") from None
+        return [(f"{path}: row {i + 1}", {k: v for k, v in r.items() if v is not None}) for i, r in enumerate(rows)]
+    records = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise InputError(f"{where}: expected a JSON object per line")
+            records.append((where, record))
+    return records
+
+
+class _Client:
+    __slots__ = ("broker", "gen", "subs", "advs")
+
+    def __init__(self, broker: str) -> None:
+        self.broker = broker
+        self.gen = 0
+        self.subs: dict[str, Message] = {}
+        self.advs: dict[str, Message] = {}
+
+
+def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
+    """Validate operations in order and return the injections they cause."""
+    known_brokers = set(brokers)
+    clients: dict[str, _Client] = {}
+    used_ids: dict[str, set[str]] = {"adv": set(), "sub": set(), "pub": set()}
+    injections: list[Injection] = []
+    last_t = 0.0
+    for where, record in records:
+        t = _check_record(where, record, last_t, known_brokers)
+        last_t = t
+        t_us = round(t * 1_000_000)
+        op, name = record["op"], record["client"]
+        client = clients.get(name)
+        if client is None:
+            if "broker" not in record:
+                raise InputError(f"{where}: client {name!r} has no broker yet (its first operation must name one)")
+            client = clients[name] = _Client(record["broker"])
+        elif "broker" in record and op != "move" and record["broker"] != client.broker:
+            raise InputError(
+                f"{where}: client {name!r} is attached to {client.broker}, not {record['broker']} (use a move)"
+            )
+
+        def inject(broker: str, message: Message) -> None:
+            injections.append(Injection(t_us, broker, len(injections), message))
+
+        try:
+            if op == "move":
+                _move(client, name, record["broker"], inject)
+            else:
+                inject(client.broker, _operation(op, record, client, name, t_us, used_ids))
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
+    return injections
+
+
+def _check_record(where: str, record: dict, last_t: float, brokers: set) -> float:
+    unknown = sorted(set(record) - _ALLOWED)
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(sorted(_ALLOWED))})")
+    t = record.get("t")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+        raise InputError(f"{where}: 't' must be a non-negative number of seconds, got {t!r}")
+    if t < last_t:
+        raise InputError(f"{where}: time goes backwards ({t} after {last_t})")
+    op = record.get("op")
+    if op not in OPS:
+        raise InputError(f"{where}: unknown op {op!r} (expected one of {', '.join(OPS)})")
+    for key in _NEEDS[op]:
+        if not isinstance(record.get(key), str) or not record[key]:
+            raise InputError(f"{where}: {op} needs a non-empty string {key!r}")
+    if "broker" in record and record["broker"] not in brokers:
+        raise InputError(f"{where}: unknown broker {record['broker']!r}")
+    return float(t)
+
+
+def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, used_ids) -> Message:
+    op_id = record["id"]
+    if op in ("advertise", "subscribe"):
+        kind = "adv" if op == "advertise" else "sub"
+        if op_id in used_ids[kind]:
+            raise ValueError(f"{op} id {op_id!r} was used before")
+        used_ids[kind].add(op_id)
+        message = Message(kind, op_id, client.gen, filter=parse_filter(record["filter"]), client=name)
+        (client.advs if kind == "adv" else client.subs)[op_id] = message
+        return message
+    if op == "publish":
+        if op_id in used_ids["pub"]:
+            raise ValueError(f"publish id {op_id!r} was used before")
+        used_ids["pub"].add(op_id)
+        return Message("pub", op_id, publication=parse_publication(record["content"]), client=name, t_pub=t_us)
+    table, kind = (client.subs, "unsub") if op == "unsubscribe" else (client.advs, "unadv")
+    if op_id not in table:
+        raise ValueError(f"{op} of {op_id!r}, which client {name!r} does not hold")
+    del table[op_id]
+    return Message(kind, op_id, client.gen, client=name)
+
+
+def _move(client: _Client, name: str, broker: str, inject) -> None:
+    inject(client.broker, Message("detach", name, client.gen, client=name))
+    client.gen += 1
+    client.broker = broker
+    client.advs = {i: _regenerate(m, client.gen) for i, m in client.advs.items()}
+    client.subs = {i: _regenerate(m, client.gen) for i, m in client.subs.items()}
+    items = tuple(client.advs.values()) + tuple(client.subs.values())
+    inject(broker, Message("attach", name, client.gen, client=name, items=items))
+
+
+def _regenerate(message: Message, gen: int) -> Message:
+    return Message(message.kind, message.id, gen, filter=message.filter, client=message.client)
