@@ -23,7 +23,7 @@ Hooks protocols override (and extend with ``super()``):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from .index import FilterIndex, Work
@@ -47,10 +47,15 @@ class Context(Protocol):
 
 @dataclass(slots=True)
 class Route:
-    """A routing-table entry: the message that installed it and where it came from."""
+    """A routing-table entry: the message that installed it and where it came from.
+
+    For a subscription, ``toward`` counts the intersecting advertisements per last hop: the
+    neighbours it is routed toward are those with a count (except its own last hop).
+    """
 
     msg: Message
     last_hop: str | None  # None: a local client
+    toward: dict[str, int] = field(default_factory=dict)
 
 
 class Broker:
@@ -98,8 +103,10 @@ class Broker:
                 ctx.send(hop, msg)
         if sender is not None:
             for key in self.prt.intersected_by(msg.filter):
-                if self.subs[key].last_hop != sender:
-                    self._route_subscription(self.subs[key], sender, ctx)
+                route = self.subs[key]
+                route.toward[sender] = route.toward.get(sender, 0) + 1
+                if route.last_hop != sender:
+                    self._route_subscription(route, sender, ctx)
 
     def on_unadv(self, msg: Message, sender: str | None, ctx: Context) -> None:
         route = self.advs.pop(msg.key, None)
@@ -110,9 +117,14 @@ class Broker:
             if hop != sender:
                 ctx.send(hop, msg)
         if sender is not None:
-            for key in list(self.routed_subs[sender]):
-                if sender not in self.subscription_next_hops(self.subs[key]):
-                    self._unroute_subscription(self.subs[key], sender, ctx)
+            routed = self.routed_subs[sender]
+            for key in self.prt.intersected_by(route.msg.filter):
+                toward = self.subs[key].toward
+                toward[sender] -= 1
+                if toward[sender] == 0:
+                    del toward[sender]
+                    if key in routed:
+                        self._unroute_subscription(self.subs[key], sender, ctx)
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -120,6 +132,10 @@ class Broker:
         if msg.key in self.subs:
             return
         route = Route(msg, sender)
+        for key in self.srt.intersecting(msg.filter):
+            hop = self.advs[key].last_hop
+            if hop is not None:
+                route.toward[hop] = route.toward.get(hop, 0) + 1
         self.prt.add(msg.key, msg.filter)
         self.subs[msg.key] = route
         for hop in self.subscription_next_hops(route):
@@ -135,8 +151,7 @@ class Broker:
                 self._unroute_subscription(route, hop, ctx)
 
     def subscription_next_hops(self, route: Route) -> list[str]:
-        hops = {self.advs[key].last_hop for key in self.srt.intersecting(route.msg.filter)}
-        return sorted(h for h in hops if h is not None and h != route.last_hop)
+        return sorted(hop for hop in route.toward if hop != route.last_hop)
 
     def _route_subscription(self, route: Route, hop: str, ctx: Context) -> None:
         routed = self.routed_subs[hop]

@@ -112,7 +112,8 @@ class Vocabulary:
 class _Column:
     """Bounds of every entry constraining one (attribute, type)."""
 
-    __slots__ = ("slots", "lo", "hi", "lo_open", "hi_open", "size", "position", "raw")
+    __slots__ = ("slots", "lo", "hi", "lo_open", "hi_open", "residual", "size", "position", "raw")
+    _ARRAYS = ("slots", "lo", "hi", "lo_open", "hi_open", "residual")
 
     def __init__(self) -> None:
         self.slots = np.zeros(8, np.int64)
@@ -120,20 +121,21 @@ class _Column:
         self.hi = np.zeros(8)
         self.lo_open = np.zeros(8, bool)
         self.hi_open = np.zeros(8, bool)
+        self.residual = np.zeros(8, bool)
         self.size = 0
         self.position: dict[int, int] = {}
         self.raw: list[tuple] = []  # string columns: (lo, hi) strings per position, for re-encoding
 
-    def append(self, slot: int, lo: float, lo_open: bool, hi: float, hi_open: bool) -> None:
+    def append(self, slot: int, lo: float, lo_open: bool, hi: float, hi_open: bool, residual: bool) -> None:
         if self.size == len(self.slots):
-            for name in ("slots", "lo", "hi", "lo_open", "hi_open"):
+            for name in self._ARRAYS:
                 old = getattr(self, name)
                 grown = np.zeros(2 * len(old), old.dtype)
                 grown[: len(old)] = old
                 setattr(self, name, grown)
         i = self.size
         self.slots[i], self.lo[i], self.hi[i] = slot, lo, hi
-        self.lo_open[i], self.hi_open[i] = lo_open, hi_open
+        self.lo_open[i], self.hi_open[i], self.residual[i] = lo_open, hi_open, residual
         self.position[slot] = i
         self.size += 1
 
@@ -141,7 +143,8 @@ class _Column:
         i = self.position.pop(slot)
         last = self.size - 1
         if i != last:
-            for array in (self.slots, self.lo, self.hi, self.lo_open, self.hi_open):
+            for name in self._ARRAYS:
+                array = getattr(self, name)
                 array[i] = array[last]
             self.position[int(self.slots[i])] = i
             if self.raw:
@@ -207,7 +210,7 @@ class FilterIndex:
         self._slot_of: dict[Key, int] = {}
         self._free: list[int] = []
         self._n_attrs = np.zeros(8, np.int64)
-        self._needs_check = np.zeros(8, bool)  # residual conditions or unsatisfiable
+        self._residual = np.zeros(8, bool)  # excluded values, postfixes or substrings
         self._unsat = np.zeros(8, bool)
         self._live = np.zeros(8, bool)
 
@@ -234,7 +237,7 @@ class FilterIndex:
         constraints = f.constraints
         self._n_attrs[slot] = len(constraints)
         self._unsat[slot] = unsatisfiable(f)
-        self._needs_check[slot] = self._unsat[slot] or any(c.residual for c in constraints.values())
+        self._residual[slot] = any(c.residual for c in constraints.values())
         self._live[slot] = True
         for attr, c in constraints.items():
             column = self._columns.get((attr, c.type))
@@ -245,7 +248,7 @@ class FilterIndex:
                     if word is not None:
                         self.vocabulary.add(word)
                 column.raw.append((c.lo, c.hi))
-            column.append(slot, *self._bounds(c))
+            column.append(slot, *self._bounds(c), c.residual)
 
     def remove(self, key: Key) -> Filter:
         slot = self._slot_of.pop(key)
@@ -262,7 +265,7 @@ class FilterIndex:
         self._keys.append(None)
         self._filters.append(None)
         if slot == len(self._live):
-            for name in ("_n_attrs", "_needs_check", "_unsat", "_live"):
+            for name in ("_n_attrs", "_residual", "_unsat", "_live"):
                 old = getattr(self, name)
                 grown = np.zeros(2 * len(old), old.dtype)
                 grown[: len(old)] = old
@@ -290,18 +293,26 @@ class FilterIndex:
 
     # ------------------------------------------------------------------ the query engine
 
-    def _count_hits(self, probes, test: Callable, family: str) -> np.ndarray:
-        """Per slot, how many probes (attr, type, bounds) its columns passed."""
+    def _count_hits(self, probes, test: Callable, family: str, point_overlaps: bool = False):
+        """Per slot, how many probes (attr, type, bounds, residual) its columns passed; with
+        ``point_overlaps``, also which slots overlapped a probe in a single point where the
+        entry or the probe has residual conditions on that attribute."""
         self._reencode_strings()
-        hits = []
+        hits, points = [], []
         compared = 0
-        for attr, type_, bounds in probes:
+        for attr, type_, bounds, probe_residual in probes:
             column = self._columns.get((attr, type_))
             if column is None or column.size == 0:
                 continue
             slots, lo, lo_open, hi, hi_open = column.view()
             compared += column.size
-            hits.append(slots[test(lo, lo_open, hi, hi_open, bounds)])
+            passed = test(lo, lo_open, hi, hi_open, bounds)
+            hits.append(slots[passed])
+            if point_overlaps:
+                touching = np.maximum(lo[passed], bounds[0]) == np.minimum(hi[passed], bounds[2])
+                if not probe_residual:
+                    touching &= column.residual[: column.size][passed]
+                points.append(hits[-1][touching])
         work = self.work
         if family == "match":
             work.match_queries += 1
@@ -311,9 +322,14 @@ class FilterIndex:
             work.cover_queries += 1
             work.cover_entries += len(self._slot_of)
             work.cover_predicates += compared
-        if not hits:
-            return np.zeros(len(self._live), np.int64)
-        return np.bincount(np.concatenate(hits), minlength=len(self._live))
+        size = len(self._live)
+        counts = np.bincount(np.concatenate(hits), minlength=size) if hits else np.zeros(size, np.int64)
+        if not point_overlaps:
+            return counts
+        flagged = np.zeros(size, bool)
+        if points:
+            flagged[np.concatenate(points)] = True
+        return counts, flagged
 
     def _stable_probes(self, make: Callable[[], list]) -> list:
         """Build query probes; rebuild if encoding a new word renumbered the vocabulary."""
@@ -325,17 +341,23 @@ class FilterIndex:
 
     def _query_bounds(self, f: Filter):
         return self._stable_probes(
-            lambda: [(attr, c.type, self._bounds(c)) for attr, c in f.constraints.items()]
+            lambda: [(attr, c.type, self._bounds(c), c.residual) for attr, c in f.constraints.items()]
         )
 
-    def _finish(self, candidates: np.ndarray, exact: Callable[[Filter], bool], check_all: bool) -> list[Key]:
+    def _finish(self, candidates: np.ndarray, recheck, exact: Callable[[Filter], bool]) -> list[Key]:
+        """Keys of candidate slots; those flagged in ``recheck`` must also pass ``exact``."""
+        slots = np.flatnonzero(candidates)
+        if recheck is False or not len(slots):
+            return [self._keys[s] for s in slots.tolist()]
+        doubtful = np.ones(len(slots), bool) if recheck is True else recheck[slots]
+        keys = self._keys
         result = []
-        for slot in np.flatnonzero(candidates):
-            if check_all or self._needs_check[slot]:
+        for slot, check in zip(slots.tolist(), doubtful.tolist()):
+            if check:
                 self.work.residual_checks += 1
                 if not exact(self._filters[slot]):
                     continue
-            result.append(self._keys[slot])
+            result.append(keys[slot])
         return result
 
     # ------------------------------------------------------------------ the questions
@@ -344,13 +366,15 @@ class FilterIndex:
         """Keys of the entries (subscriptions) that match ``publication``."""
         probes = self._stable_probes(
             lambda: [
-                (attr, STRING, (self.vocabulary.code(v),)) if isinstance(v, str) else (attr, NUMERIC, (float(v),))
+                (attr, STRING, (self.vocabulary.code(v),), False)
+                if isinstance(v, str)
+                else (attr, NUMERIC, (float(v),), False)
                 for attr, v in publication.items
             ]
         )
         counts = self._count_hits(probes, _test_contains_point, "match")
         candidates = self._live & (counts == self._n_attrs)
-        return self._finish(candidates, lambda e: matches(e, publication), False)
+        return self._finish(candidates, self._residual, lambda e: matches(e, publication))
 
     def covering(self, f: Filter) -> list[Key]:
         """Keys of the entries that cover ``f``."""
@@ -359,28 +383,36 @@ class FilterIndex:
             return self.keys()
         counts = self._count_hits(self._query_bounds(f), _test_entry_covers, "cover")
         candidates = self._live & (counts == self._n_attrs)
-        return self._finish(candidates, lambda e: covers(e, f), _has_residual(f))
+        return self._finish(candidates, _has_residual(f) or self._residual, lambda e: covers(e, f))
 
     def covered_by(self, f: Filter) -> list[Key]:
-        """Keys of the entries that ``f`` covers."""
+        """Keys of the entries that ``f`` covers (every unsatisfiable entry among them)."""
         counts = self._count_hits(self._query_bounds(f), _test_entry_within, "cover")
         candidates = self._live & ((counts == len(f.constraints)) | self._unsat)
-        return self._finish(candidates, lambda e: covers(f, e), _has_residual(f))
+        recheck = (True if _has_residual(f) else self._residual) & ~self._unsat
+        return self._finish(candidates, recheck, lambda e: covers(f, e))
 
     def intersecting(self, sub: Filter) -> list[Key]:
-        """Keys of the entries (advertisements) that intersect subscription ``sub``."""
+        """Keys of the entries (advertisements) that intersect subscription ``sub``.
+
+        A residual condition can only empty an overlap that is a single point, so only
+        entries touching ``sub`` in a point (or unsatisfiable ones) are re-checked."""
         if unsatisfiable(sub):
             return []
-        counts = self._count_hits(self._query_bounds(sub), _test_overlap, "cover")
+        counts, points = self._count_hits(self._query_bounds(sub), _test_overlap, "cover", point_overlaps=True)
         candidates = self._live & (counts == len(sub.constraints))
-        return self._finish(candidates, lambda e: intersects(e, sub), _has_residual(sub))
+        return self._finish(candidates, points | self._unsat, lambda e: intersects(e, sub))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
         """Keys of the entries (subscriptions) that advertisement ``adv`` intersects."""
-        counts = self._count_hits(self._query_bounds(adv), _test_overlap, "cover")
+        candidates, recheck = self._intersected_candidates(adv)
+        return self._finish(candidates, recheck, lambda e: intersects(adv, e))
+
+    def _intersected_candidates(self, adv: Filter):
+        counts, points = self._count_hits(self._query_bounds(adv), _test_overlap, "cover", point_overlaps=True)
         candidates = self._live & (counts == self._n_attrs)
-        check_all = _has_residual(adv) or unsatisfiable(adv)
-        return self._finish(candidates, lambda e: intersects(adv, e), check_all)
+        recheck = np.ones(len(self._live), bool) if unsatisfiable(adv) else points | self._unsat
+        return candidates, recheck
 
 
 def _has_residual(f: Filter) -> bool:

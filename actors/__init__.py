@@ -1,0 +1,1 @@
+"""The emulation runtime: virtual time, mailboxes, costs, Ray broker hosts and results."""

@@ -1,0 +1,246 @@
+"""Runs a scenario: places brokers on hosts, drives conservative time windows, writes the run.
+
+With one host there is no window to respect, so the coordinator advances in chunks of one
+sampling interval (for the progress bar). With several, a window is as long as the smallest
+latency a cross-host message can have (any broker may open a link to any other, so that is
+the smallest of the default latency and every link's), and idle stretches are skipped by
+starting the next window at the earliest pending event anywhere.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import networkx as nx
+
+from protocols.errors import InputError
+from workloads.trace import Injection
+
+from .costs import CostModel
+from .engine import Settings
+from .host import BrokerHost, HostSpec, Status
+from .partition import partition
+from .results import write_manifest, write_table
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class RunSpec:
+    name: str
+    seed: int
+    graph: nx.Graph  # nodes carry "role" (or None), edges "latency_us"
+    injections: list[Injection]
+    protocol: dict
+    hosts: int | str  # 0, N, "all" or "auto"
+    settings: Settings
+    costs: CostModel
+    duration_us: int | None
+    scenario: dict  # the resolved scenario, for the manifest
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("pubsub-emu", "ray", "numpy", "pyarrow", "networkx"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def run(spec: RunSpec, run_dir: Path, address: str | None = None, progress: bool | None = None) -> dict:
+    """Run ``spec`` into ``run_dir``; returns the manifest. Raises after recording a failure."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=False)
+    manifest = {
+        "name": spec.name, "seed": spec.seed, "status": "running", "scenario": spec.scenario,
+        "brokers": spec.graph.number_of_nodes(), "versions": versions(),
+    }
+    write_manifest(run_dir, manifest)
+    started = time.perf_counter()
+    try:
+        hosts = _host_count(spec, address)
+        manifest["hosts"] = hosts
+        placement = partition(spec.graph, max(hosts, 1))
+        _write_static_tables(run_dir, spec.graph, placement)
+        transport = _transport(spec, run_dir, hosts, placement, address)
+        end_us, statuses = _drive(spec, transport, _window(spec, hosts), started, progress)
+        arrivals = sum(s.arrivals for s in statuses)
+        manifest.update(status="complete", sim_end_us=end_us, events=arrivals)
+    except BaseException as exc:
+        manifest.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        raise
+    finally:
+        manifest["wall_s"] = round(time.perf_counter() - started, 3)
+        if manifest.get("events"):
+            manifest["events_per_s"] = round(manifest["events"] / max(manifest["wall_s"], 1e-9), 1)
+        write_manifest(run_dir, manifest)
+    return manifest
+
+
+def _host_count(spec: RunSpec, address: str | None) -> int:
+    brokers = spec.graph.number_of_nodes()
+    if spec.hosts == "all":
+        return brokers
+    if spec.hosts == "auto":
+        ray = _ray(address)
+        return max(1, min(int(ray.cluster_resources().get("CPU", 1)), brokers))
+    return min(int(spec.hosts), brokers)
+
+
+def _window(spec: RunSpec, hosts: int) -> int:
+    if hosts <= 1:
+        return spec.settings.sample_interval
+    latencies = [spec.settings.default_latency]
+    latencies += [d["latency_us"] for _, _, d in spec.graph.edges(data=True) if d.get("latency_us") is not None]
+    return min(latencies)
+
+
+def _write_static_tables(run_dir: Path, graph: nx.Graph, placement: dict[str, int]) -> None:
+    names = sorted(graph)
+    write_table(run_dir / "brokers" / "part-0.parquet", "brokers", {
+        "broker": names, "role": [graph.nodes[n].get("role") for n in names], "host": [placement[n] for n in names],
+    })
+    edges = sorted(tuple(sorted(e)) for e in graph.edges)
+    write_table(run_dir / "links" / "part-0.parquet", "links", {
+        "a": [a for a, _ in edges], "b": [b for _, b in edges],
+        "latency_us": [graph.edges[a, b]["latency_us"] for a, b in edges],
+    })
+
+
+def host_specs(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, int]) -> list[HostSpec]:
+    graph = spec.graph
+    index_of = {name: i for i, name in enumerate(sorted(graph))}
+    latency = {}
+    for a, b, data in graph.edges(data=True):
+        latency[(a, b)] = latency[(b, a)] = data["latency_us"]
+    specs = []
+    for host in range(max(hosts, 1)):
+        mine = sorted(n for n in graph if placement[n] == host)
+        specs.append(HostSpec(
+            host=host, hosts=max(hosts, 1), run_dir=str(run_dir),
+            neighbors={n: sorted(graph.neighbors(n)) for n in mine},
+            index_of=index_of, host_of=placement, latency=latency, costs=spec.costs.as_dict(),
+            settings=spec.settings, protocol=spec.protocol,
+            injections=[i for i in spec.injections if placement[i.broker] == host],
+        ))
+    return specs
+
+
+# ---------------------------------------------------------------------- transports
+
+
+class _LocalTransport:
+    """Hosts as plain objects in this process (``hosts: 0``, and tests)."""
+
+    def __init__(self, specs: list[HostSpec]) -> None:
+        self.hosts = [BrokerHost(s) for s in specs]
+        self.incoming: list[list] = [[] for _ in self.hosts]
+
+    def status(self) -> list[Status]:
+        return [h.status() for h in self.hosts]
+
+    def run_window(self, until: int) -> list[Status]:
+        results = [h.run_window(until, *self.incoming[i]) for i, h in enumerate(self.hosts)]
+        self.incoming = [[r[1 + d] for r in results if r[1 + d]] for d in range(len(self.hosts))]
+        return [r[0] for r in results]
+
+    def finish(self, end: int) -> list[Status]:
+        return [h.finish(end) for h in self.hosts]
+
+
+class _RayTransport:
+    """Hosts as Ray actors; batches move between them as object references."""
+
+    def __init__(self, specs: list[HostSpec], ray) -> None:
+        self.ray = ray
+        remote = ray.remote(BrokerHost).options(num_cpus=0, scheduling_strategy="SPREAD")
+        self.actors = [remote.remote(s) for s in specs]
+        self.incoming: list[list] = [[] for _ in self.actors]
+
+    def status(self) -> list[Status]:
+        return self.ray.get([a.status.remote() for a in self.actors])
+
+    def run_window(self, until: int) -> list[Status]:
+        n = len(self.actors)
+        if n == 1:
+            return [self.ray.get(self.actors[0].run_window.remote(until))[0]]
+        refs = [
+            a.run_window.options(num_returns=n + 1).remote(until, *self.incoming[h])
+            for h, a in enumerate(self.actors)
+        ]
+        statuses = self.ray.get([r[0] for r in refs])
+        self.incoming = [[refs[s][1 + d] for s in range(n) if d in statuses[s].destinations] for d in range(n)]
+        return statuses
+
+    def finish(self, end: int) -> list[Status]:
+        return self.ray.get([a.finish.remote(end) for a in self.actors])
+
+
+def _ray(address: str | None):
+    import ray
+
+    if not ray.is_initialized():
+        pythonpath = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
+        ray.init(
+            address=address, include_dashboard=False, configure_logging=True, logging_level="WARNING",
+            log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": pythonpath}},
+        )
+    return ray
+
+
+def _transport(spec: RunSpec, run_dir: Path, hosts: int, placement, address):
+    specs = host_specs(spec, run_dir, hosts, placement)
+    if hosts == 0:
+        return _LocalTransport(specs)
+    return _RayTransport(specs, _ray(address))
+
+
+# ---------------------------------------------------------------------- the window loop
+
+
+def _drive(spec: RunSpec, transport, window: int, started: float, progress: bool | None):
+    end = spec.duration_us if spec.duration_us is not None else float("inf")
+    bar = _progress_bar(spec, progress)
+    statuses = transport.status()
+    while True:
+        start = min(min(s.next_time for s in statuses), min(s.next_outgoing for s in statuses))
+        if start >= end:
+            break
+        until = min(int(start) + window, end)
+        statuses = transport.run_window(until)
+        if bar is not None:
+            _update_bar(bar, until, statuses, started)
+    final = spec.duration_us if spec.duration_us is not None else max(s.last_event_t for s in statuses)
+    statuses = transport.finish(final)
+    if bar is not None:
+        _update_bar(bar, final, statuses, started)
+        bar.close()
+    return final, statuses
+
+
+def _progress_bar(spec: RunSpec, progress: bool | None):
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    total = spec.duration_us / 1e6 if spec.duration_us is not None else None
+    return tqdm(total=total, unit="s", desc=f"{spec.name} (simulated)", file=sys.stderr,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total_fmt}s [wall {elapsed}] {postfix}")
+
+
+def _update_bar(bar, until: float, statuses: list[Status], started: float) -> None:
+    events = sum(s.arrivals for s in statuses)
+    wall = max(time.perf_counter() - started, 1e-9)
+    bar.n = min(until / 1e6, bar.total) if bar.total else until / 1e6
+    bar.set_postfix_str(f"{events / wall:,.0f} events/s, largest queue {max(s.largest_queue for s in statuses)}")
+

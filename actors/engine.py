@@ -1,0 +1,261 @@
+"""The discrete-event core of one host: virtual time, bounded mailboxes, service by cost.
+
+Ordering rules (the whole determinism story, in one place):
+- Virtual time is an int of microseconds; nothing here reads the wall clock.
+- Every event has a total key ``(t, rank, broker, sender, seq)``: at one instant, service
+  completions (rank 0) come before message arrivals (rank 1); arrivals at one broker are
+  ordered by sender index (clients are -1) and the sender's own send counter. The key never
+  depends on which host a broker lives on, so any partition processes the same sequence.
+- Each broker is a single server with one FIFO mailbox holding at most ``capacity`` waiting
+  messages. A message's effects (sends, deliveries) happen when its service ends; they leave
+  then and arrive after the link's latency.
+- Samples at multiples of ``sample_interval`` see the state after every event at that time.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+from collections import deque
+from dataclasses import dataclass, field
+
+from protocols.broker import Broker
+from protocols.messages import Message
+
+from .costs import CostModel
+from .results import TableWriter
+
+COMPLETION, ARRIVAL = 0, 1
+
+
+@dataclass(slots=True)
+class Arrival:
+    """A message at (or waiting for) a broker's mailbox; becomes a ``messages`` row."""
+
+    key: tuple
+    broker: str
+    sender: str | None
+    message: Message
+    queue_len: int = 0
+
+
+@dataclass(slots=True)
+class Server:
+    """A broker's mailbox and server state."""
+
+    queue: deque = field(default_factory=deque)
+    blocked: list = field(default_factory=list)  # heap of (key, Arrival) waiting on their links
+    busy_until: int | None = None
+    busy_since: int = 0
+    busy_done: int = 0  # total service time of completed messages
+    busy_sampled: int = 0  # busy total at the previous sample
+    send_seq: int = 0
+
+
+@dataclass(slots=True)
+class Pending:
+    """Effects of a message in service, applied at its completion."""
+
+    sends: list
+    deliveries: list
+
+
+class _Context:
+    """The broker context while one message is handled (see protocols.broker.Context)."""
+
+    __slots__ = ("now", "sends", "deliveries", "events")
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+        self.sends: list[tuple[str, Message]] = []
+        self.deliveries: list[tuple[Message, str, str]] = []
+        self.events: list[tuple[str, dict]] = []
+
+    def send(self, destination: str, message: Message) -> None:
+        self.sends.append((destination, message))
+
+    def deliver(self, publication: Message, sub_id: str, client: str) -> None:
+        self.deliveries.append((publication, sub_id, client))
+
+    def event(self, kind: str, **detail) -> None:
+        self.events.append((kind, detail))
+
+
+@dataclass
+class Settings:
+    capacity: int = 100_000
+    overflow: str = "drop"  # drop | block
+    sample_interval: int = 1_000_000
+    default_latency: int = 1_000
+
+
+class Engine:
+    """Runs the brokers of one host; messages to other hosts go to ``outbox``."""
+
+    def __init__(
+        self,
+        brokers: dict[str, Broker],
+        index_of: dict[str, int],
+        host_of: dict[str, int],
+        host: int,
+        latency: dict[tuple[str, str], int],
+        costs: CostModel,
+        settings: Settings,
+        writer: TableWriter | None = None,
+    ) -> None:
+        self.brokers = brokers
+        self.index_of = index_of
+        self.host_of = host_of
+        self.host = host
+        self.latency = latency
+        self.costs = costs
+        self.settings = settings
+        self.writer = writer
+        self.servers = {name: Server() for name in sorted(brokers)}
+        self.heap: list = []
+        self.pending: dict[str, Pending] = {}
+        self.outbox: dict[int, list] = {}
+        self.next_sample = settings.sample_interval
+        self.last_event_t = 0
+        self.arrivals = 0
+
+    # ------------------------------------------------------------------ inputs
+
+    def inject(self, t_us: int, broker: str, seq: int, message: Message) -> None:
+        """A client operation entering ``broker``'s mailbox at ``t_us``."""
+        key = (t_us, ARRIVAL, self.index_of[broker], -1, seq)
+        heapq.heappush(self.heap, (key, Arrival(key, broker, None, message)))
+
+    def receive(self, batch: list[Arrival]) -> None:
+        """Messages sent by brokers on other hosts."""
+        for arrival in batch:
+            heapq.heappush(self.heap, (arrival.key, arrival))
+
+    def next_time(self) -> float:
+        return self.heap[0][0][0] if self.heap else float("inf")
+
+    # ------------------------------------------------------------------ running
+
+    def run_until(self, until: int) -> None:
+        """Process every event before ``until`` (and the samples due before it)."""
+        heap = self.heap
+        while heap and heap[0][0][0] < until:
+            key, item = heapq.heappop(heap)
+            t = key[0]
+            if t >= self.next_sample:
+                self._sample_until(t)
+            self.last_event_t = t
+            if key[1] == COMPLETION:
+                self._complete(item, t)
+            else:
+                self._arrive(item, t)
+        self._sample_until(until)
+
+    def _arrive(self, arrival: Arrival, t: int) -> None:
+        self.arrivals += 1
+        server = self.servers[arrival.broker]
+        arrival.queue_len = len(server.queue)
+        if server.busy_until is None and not server.queue:
+            self._start(arrival, t)
+        elif len(server.queue) < self.settings.capacity:
+            server.queue.append(arrival)
+        elif self.settings.overflow == "block":
+            heapq.heappush(server.blocked, (arrival.key, arrival))
+        else:
+            self._record_message(arrival, None, None, 0, dropped=True)
+
+    def _start(self, arrival: Arrival, t: int) -> None:
+        broker = self.brokers[arrival.broker]
+        context = _Context(t)
+        broker.work.reset()
+        broker.handle(arrival.message, arrival.sender, context)
+        service = self.costs.service_us(arrival.message.kind, broker.work)
+        end = t + service
+        server = self.servers[arrival.broker]
+        server.busy_until, server.busy_since = end, t
+        self.pending[arrival.broker] = Pending(context.sends, context.deliveries)
+        self._record_message(arrival, t, end, len(context.sends), dropped=False)
+        for kind, detail in context.events:
+            self._record_event(t, arrival.broker, kind, detail)
+        key = (end, COMPLETION, self.index_of[arrival.broker], 0, 0)
+        heapq.heappush(self.heap, (key, arrival.broker))
+
+    def _complete(self, name: str, t: int) -> None:
+        server = self.servers[name]
+        server.busy_done += t - server.busy_since
+        server.busy_until = None
+        pending = self.pending.pop(name)
+        for publication, sub_id, client in pending.deliveries:
+            if self.writer:
+                self.writer.append(
+                    "deliveries", publication.id, sub_id, client, name, publication.t_pub, t, publication.hops
+                )
+        for destination, message in pending.sends:
+            self._send(name, server, destination, message, t)
+        if server.queue:
+            self._start(server.queue.popleft(), t)
+        elif server.blocked:
+            self._start(heapq.heappop(server.blocked)[1], t)
+        while server.blocked and len(server.queue) < self.settings.capacity:
+            server.queue.append(heapq.heappop(server.blocked)[1])
+
+    def _send(self, sender: str, server: Server, destination: str, message: Message, t: int) -> None:
+        latency = self.latency.get((sender, destination), self.settings.default_latency)
+        key = (t + latency, ARRIVAL, self.index_of[destination], self.index_of[sender], server.send_seq)
+        server.send_seq += 1
+        arrival = Arrival(key, destination, sender, message)
+        host = self.host_of[destination]
+        if host == self.host:
+            heapq.heappush(self.heap, (key, arrival))
+        else:
+            self.outbox.setdefault(host, []).append(arrival)
+
+    def take_outbox(self) -> dict[int, list[Arrival]]:
+        outbox, self.outbox = self.outbox, {}
+        return outbox
+
+    # ------------------------------------------------------------------ observation
+
+    def _record_message(self, arrival: Arrival, start, end, sent: int, dropped: bool) -> None:
+        if self.writer:
+            m = arrival.message
+            self.writer.append(
+                "messages", arrival.broker, arrival.sender, m.kind, m.id, arrival.key[0], start, end,
+                arrival.queue_len, sent, dropped, m.cause,
+            )
+
+    def _record_event(self, t: int, broker: str, kind: str, detail: dict) -> None:
+        if self.writer:
+            self.writer.append("events", t, broker, kind, json.dumps(detail, sort_keys=True, default=str))
+
+    def _sample_until(self, t: int) -> None:
+        """Take every periodic sample due strictly before ``t``."""
+        while self.next_sample < t:
+            self.sample(self.next_sample)
+            self.next_sample += self.settings.sample_interval
+
+    def sample(self, t: int) -> None:
+        for name, server in self.servers.items():
+            busy = server.busy_done + (min(t, server.busy_until) - server.busy_since if server.busy_until else 0)
+            broker = self.brokers[name]
+            if self.writer:
+                self.writer.append(
+                    "samples", t, name, len(server.queue) + len(server.blocked), broker.prt_size, broker.srt_size,
+                    busy - server.busy_sampled,
+                )
+            server.busy_sampled = busy
+            context = _Context(t)
+            broker.tick(context)
+            for destination, message in context.sends:
+                self._send(name, server, destination, message, t)
+
+    def finish(self, end: int) -> None:
+        """Close the run at ``end``: the last samples, and rows for messages still waiting."""
+        self._sample_until(end)
+        self.sample(end)
+        for name, server in self.servers.items():
+            waiting = list(server.queue) + [a for _, a in sorted(server.blocked)]
+            for arrival in waiting:
+                self._record_message(arrival, None, None, 0, dropped=False)
+
+    def largest_queue(self) -> int:
+        return max((len(s.queue) + len(s.blocked) for s in self.servers.values()), default=0)

@@ -1,0 +1,1 @@
+"""Scenario files, their validation, the command line, and ready-made scenarios."""

@@ -1,0 +1,102 @@
+"""``pubsub-emu``: run, validate, analyze and calibrate (DESIGN.md section 9).
+
+Exit status: 0 on success, 2 on invalid input (one message naming the file and line or key,
+no traceback, nothing written), 1 on a run that failed after starting.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from protocols.errors import InputError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pubsub-emu", description="Content-based pub/sub routing emulator on Ray")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run a scenario")
+    run.add_argument("scenario", type=Path)
+    run.add_argument("--out", type=Path, help="the run directory (exactly this path)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a scenario key, e.g. --set runtime.hosts=2")
+    run.add_argument("--address", help="address of a running Ray cluster (default: start a local one)")
+    validate = commands.add_parser("validate", help="check a scenario without running it")
+    validate.add_argument("scenario", type=Path)
+    validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    calibrate = commands.add_parser("calibrate", help="time this machine's index and fit a cost profile")
+    calibrate.add_argument("--out", type=Path, default=Path("calibrated.yaml"))
+    calibrate.add_argument("--sizes", default="1000,4000,16000", help="routing-table sizes to time")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"run": _run, "validate": _validate, "calibrate": _calibrate}[args.command](args)
+    except InputError as exc:
+        print(f"pubsub-emu: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_directory(args, spec) -> Path:
+    if args.out is not None:
+        if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+            raise InputError(f"--out {args.out}: already exists and is not an empty directory")
+        if args.out.is_dir():
+            args.out.rmdir()
+        return args.out
+    parent = Path(spec.scenario["output"]["dir"])
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    candidate, n = parent / f"{spec.name}-{stamp}", 1
+    while candidate.exists():
+        n += 1
+        candidate = parent / f"{spec.name}-{stamp}-{n}"
+    return candidate
+
+
+def _run(args) -> int:
+    from actors.coordinator import run
+    from experiments.scenario import resolve
+
+    spec = resolve(args.scenario, args.overrides)
+    run_dir = _run_directory(args, spec)
+    try:
+        manifest = run(spec, run_dir, address=args.address)
+    except Exception as exc:
+        print(f"pubsub-emu: run failed: {type(exc).__name__}: {exc}\n{run_dir}", file=sys.stderr)
+        return 1
+    rate = manifest.get("events_per_s", 0)
+    print(f"{manifest['events']} messages over {manifest['sim_end_us'] / 1e6:.3f} s simulated in "
+          f"{manifest['wall_s']:.1f} s wall ({rate:,.0f} events/s) on {manifest['hosts']} host(s)", file=sys.stderr)
+    print(run_dir)
+    return 0
+
+
+def _validate(args) -> int:
+    from experiments.scenario import resolve
+
+    spec = resolve(args.scenario, args.overrides)
+    duration = "until idle" if spec.duration_us is None else f"{spec.duration_us / 1e6:g} s"
+    print(f"{args.scenario}: valid: {spec.graph.number_of_nodes()} brokers, {len(spec.injections)} operations, "
+          f"duration {duration}, hosts {spec.hosts}, costs {spec.costs.name}")
+    return 0
+
+
+def _calibrate(args) -> int:
+    from actors.calibrate import calibrate
+
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        raise InputError(f"--sizes {args.sizes!r}: expected comma-separated integers") from None
+    if not sizes or min(sizes) < 10:
+        raise InputError(f"--sizes {args.sizes!r}: each size must be at least 10")
+    calibrate(args.out, sizes)
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

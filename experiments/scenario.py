@@ -1,0 +1,252 @@
+"""The scenario file of DESIGN.md section 9: loading, ``--set`` overrides, validation, and
+resolution into a ``RunSpec``. Every mistake is reported once, as an ``InputError`` naming
+the file and the key (or trace line) and what was expected, before anything runs.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import inspect
+import re
+from pathlib import Path
+
+import yaml
+
+import topologies
+from actors.coordinator import RunSpec
+from actors.costs import load_profile
+from actors.engine import Settings
+from protocols.errors import InputError
+from protocols.stack import PROTOCOL_KEYS
+from workloads import generators as workload_generators
+from workloads.trace import compile_trace, read_trace
+
+SCHEMA = {
+    "name": str,
+    "seed": int,
+    "duration": "duration",
+    "topology": {"edgelist": str, "generator": dict, "link": {"latency": "duration"}},
+    "workload": {"trace": str, "generator": dict},
+    "protocol": {key: object for key in sorted(PROTOCOL_KEYS)},
+    "runtime": {
+        "hosts": object,
+        "mailbox": {"capacity": int, "overflow": str},
+        "costs": object,
+        "sample_interval": "duration",
+    },
+    "output": {"dir": str},
+}
+DEFAULTS = {
+    "seed": 0,
+    "duration": None,
+    "topology": {"link": {"latency": "1ms"}},
+    "protocol": {"check_conformance": True},
+    "runtime": {"hosts": "auto", "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
+                "sample_interval": "1s"},
+    "output": {"dir": "runs"},
+}
+_UNITS = {"us": 1, "ms": 1_000, "s": 1_000_000, "min": 60_000_000, "h": 3_600_000_000}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|ms|s|min|h)\s*$")
+
+
+def parse_duration(value, where: str) -> int:
+    """Seconds as a number, or a string with a unit (500us, 1ms, 2s, 10min, 3h) -> microseconds."""
+    if isinstance(value, bool):
+        raise InputError(f"{where}: expected a duration such as 2s or 500ms, got {value!r}")
+    if isinstance(value, (int, float)):
+        micros = round(value * 1_000_000)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise InputError(f"{where}: expected a duration such as 2s, 500ms or 10min, got {value!r}")
+        micros = round(float(match.group(1)) * _UNITS[match.group(2)])
+    if micros <= 0:
+        raise InputError(f"{where}: a duration must be positive, got {value!r}")
+    return micros
+
+
+def load(path: Path, overrides: list[str] = ()) -> dict:
+    """The scenario as a mapping, with ``--set KEY=VALUE`` overrides applied."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: scenario file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise InputError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a scenario is a YAML mapping with at least 'name', 'topology' and 'workload'")
+    for override in overrides:
+        _apply_override(data, override, path)
+    return data
+
+
+def _apply_override(data: dict, override: str, path: Path) -> None:
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise InputError(f"--set {override!r}: expected KEY=VALUE with a dotted key, e.g. protocol.covering=lazy")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise InputError(f"--set {override!r}: {part!r} in {path} is not a mapping")
+        node = child
+    node[parts[-1]] = value
+
+
+def _merge(defaults: dict, given: dict) -> dict:
+    merged = copy.deepcopy(defaults)
+    for key, value in given.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _check_keys(data: dict, schema: dict, prefix: str, path: Path) -> None:
+    for key, value in data.items():
+        where = f"{path}: {prefix}{key}"
+        if key not in schema:
+            close = difflib.get_close_matches(str(key), list(schema), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(schema)})"
+            raise InputError(f"{where}: unknown key{hint}")
+        expected = schema[key]
+        if isinstance(expected, dict):
+            if not isinstance(value, dict):
+                raise InputError(f"{where}: expected a mapping")
+            _check_keys(value, expected, f"{prefix}{key}.", path)
+        elif expected in (str, int, dict) and value is not None:
+            if not isinstance(value, expected) or isinstance(value, bool):
+                raise InputError(f"{where}: expected {_NAMES[expected]}, got {value!r}")
+
+
+_NAMES = {str: "a string", int: "an integer", dict: "a mapping"}
+
+
+def validate(raw: dict, path: Path) -> dict:
+    """Check keys and values; returns the scenario with defaults filled in."""
+    for required in ("name", "topology", "workload"):
+        if required not in raw:
+            raise InputError(f"{path}: missing required key {required!r}")
+    _check_keys(raw, SCHEMA, "", path)
+    scenario = _merge(DEFAULTS, raw)
+    if not scenario["name"]:
+        raise InputError(f"{path}: name: must not be empty")
+    if scenario["seed"] < 0:
+        raise InputError(f"{path}: seed: expected a non-negative integer")
+    _exactly_one(scenario["topology"], ("edgelist", "generator"), "topology", path)
+    _exactly_one(scenario["workload"], ("trace", "generator"), "workload", path)
+    runtime = scenario["runtime"]
+    hosts = runtime["hosts"]
+    if not (hosts in ("all", "auto") or (isinstance(hosts, int) and not isinstance(hosts, bool) and hosts >= 0)):
+        raise InputError(f"{path}: runtime.hosts: expected 0, a positive number, 'all' or 'auto', got {hosts!r}")
+    if runtime["mailbox"]["capacity"] < 1:
+        raise InputError(f"{path}: runtime.mailbox.capacity: expected at least 1")
+    if runtime["mailbox"]["overflow"] not in ("drop", "block"):
+        raise InputError(f"{path}: runtime.mailbox.overflow: expected 'drop' or 'block', got "
+                         f"{runtime['mailbox']['overflow']!r}")
+    if not isinstance(scenario["protocol"]["check_conformance"], bool):
+        raise InputError(f"{path}: protocol.check_conformance: expected true or false")
+    return scenario
+
+
+def _exactly_one(section: dict, keys: tuple[str, str], name: str, path: Path) -> None:
+    present = [k for k in keys if section.get(k) is not None]
+    if len(present) != 1:
+        raise InputError(f"{path}: {name}: give exactly one of {keys[0]!r} or {keys[1]!r}")
+
+
+def _call_generator(spec: dict, registry: dict, where: str, **fixed):
+    params = dict(spec)
+    name = params.pop("name", None)
+    if name not in registry:
+        raise InputError(f"{where}.name: unknown generator {name!r} (known: {', '.join(sorted(registry))})")
+    function = registry[name]
+    signature = inspect.signature(function)
+    accepted = [p for p in signature.parameters if p not in fixed]
+    for key, value in params.items():
+        if key not in accepted:
+            close = difflib.get_close_matches(key, accepted, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (parameters: {', '.join(accepted)})"
+            raise InputError(f"{where}.{key}: unknown parameter of generator {name!r}{hint}")
+        default = signature.parameters[key].default
+        if default is not inspect.Parameter.empty and default is not None:
+            numeric_ok = isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool)
+            if type(value) is not type(default) and not numeric_ok:
+                raise InputError(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
+    try:
+        return function(**fixed, **params)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{where}: generator {name!r} refused its parameters: {exc}") from None
+
+
+def build_topology(scenario: dict, base: Path, path: Path):
+    topology = scenario["topology"]
+    default_latency = parse_duration(topology["link"]["latency"], f"{path}: topology.link.latency")
+    if topology.get("edgelist"):
+        graph = topologies.load_edgelist(
+            base / topology["edgelist"], lambda text, where: parse_duration(_number_or_text(text), where)
+        )
+        where = str(base / topology["edgelist"])
+    else:
+        graph = _call_generator(topology["generator"], topologies.GENERATORS, f"{path}: topology.generator")
+        where = f"{path}: topology.generator"
+    topologies.check_tree(graph, where)
+    for a, b in graph.edges:
+        if graph.edges[a, b].get("latency_us") is None:
+            graph.edges[a, b]["latency_us"] = default_latency
+    for node in graph:
+        graph.nodes[node].setdefault("role", None)
+    return graph, default_latency
+
+
+def _number_or_text(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def build_workload(scenario: dict, graph, base: Path, path: Path):
+    workload = scenario["workload"]
+    if workload.get("trace"):
+        records = read_trace(base / workload["trace"])
+    else:
+        generated = _call_generator(
+            workload["generator"], workload_generators.GENERATORS, f"{path}: workload.generator",
+            brokers=sorted(graph), seed=scenario["seed"],
+        )
+        records = [(f"{path}: workload.generator operation {i + 1}", r) for i, r in enumerate(generated)]
+    return compile_trace(records, graph)
+
+
+def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
+    """Load, validate and resolve a scenario file into everything a run needs."""
+    path = Path(path)
+    scenario = validate(load(path, overrides), path)
+    base = path.parent
+    graph, default_latency = build_topology(scenario, base, path)
+    injections = build_workload(scenario, graph, base, path)
+    runtime = scenario["runtime"]
+    costs = load_profile(runtime["costs"], base, f"{path}: runtime.costs")
+    settings = Settings(
+        capacity=runtime["mailbox"]["capacity"],
+        overflow=runtime["mailbox"]["overflow"],
+        sample_interval=parse_duration(runtime["sample_interval"], f"{path}: runtime.sample_interval"),
+        default_latency=default_latency,
+    )
+    duration = scenario["duration"]
+    duration_us = None if duration is None else parse_duration(duration, f"{path}: duration")
+    return RunSpec(
+        name=scenario["name"], seed=scenario["seed"], graph=graph, injections=injections,
+        protocol=scenario["protocol"], hosts=runtime["hosts"], settings=settings, costs=costs,
+        duration_us=duration_us, scenario=scenario,
+    )

@@ -1,0 +1,94 @@
+"""Broker overlays as networkx graphs: an edge-list loader and generators registered by name.
+
+Brokers are graph nodes named by strings; a node may carry ``role`` (core, inner, edge) and
+an edge may carry ``latency_us``. The overlay must be a tree (acyclic and connected): the
+base routing protocol relies on it.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Callable
+
+import networkx as nx
+
+from protocols.errors import InputError
+
+GENERATORS: dict[str, Callable[..., nx.Graph]] = {}
+
+
+def generator(name: str):
+    def register(fn):
+        GENERATORS[name] = fn
+        return fn
+
+    return register
+
+
+def _named(graph: nx.Graph) -> nx.Graph:
+    return nx.relabel_nodes(graph, {i: f"B{i}" for i in graph})
+
+
+@generator("line")
+def line(n: int = 5) -> nx.Graph:
+    """B0 - B1 - ... - B(n-1)."""
+    return _named(nx.path_graph(n))
+
+
+@generator("star")
+def star(n: int = 5) -> nx.Graph:
+    """B0 in the middle, B1..B(n-1) around it."""
+    return _named(nx.star_graph(n - 1))
+
+
+@generator("balanced_tree")
+def balanced_tree(fanout: int = 2, depth: int = 3) -> nx.Graph:
+    """A full tree: B0 is the root, every inner broker has ``fanout`` children."""
+    return _named(nx.balanced_tree(fanout, depth))
+
+
+@generator("random_tree")
+def random_tree(n: int = 20, seed: int = 0) -> nx.Graph:
+    """Each broker Bi (i > 0) attaches to a uniformly chosen earlier broker."""
+    rng = random.Random(f"{seed}/random_tree")
+    graph = nx.Graph()
+    graph.add_node("B0")
+    for i in range(1, n):
+        graph.add_edge(f"B{i}", f"B{rng.randrange(i)}")
+    return graph
+
+
+def load_edgelist(path: Path, parse_latency: Callable[[str, str], int]) -> nx.Graph:
+    """Lines ``A B`` or ``A B LATENCY``; ``#`` starts a comment."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: edge list not found")
+    graph = nx.Graph()
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split("#", 1)[0].split()
+        if not line:
+            continue
+        where = f"{path}:{number}"
+        if len(line) not in (2, 3):
+            raise InputError(f"{where}: expected 'A B' or 'A B LATENCY', got {raw.strip()!r}")
+        a, b = line[0], line[1]
+        if a == b:
+            raise InputError(f"{where}: a broker cannot link to itself ({a})")
+        if graph.has_edge(a, b):
+            raise InputError(f"{where}: link {a} - {b} is listed twice")
+        graph.add_edge(a, b, latency_us=parse_latency(line[2], where) if len(line) == 3 else None)
+    if graph.number_of_nodes() == 0:
+        raise InputError(f"{path}: no links")
+    return graph
+
+
+def check_tree(graph: nx.Graph, where: str) -> None:
+    if graph.number_of_nodes() == 0:
+        raise InputError(f"{where}: the overlay has no brokers")
+    if not nx.is_connected(graph):
+        parts = sorted((sorted(c) for c in nx.connected_components(graph)), key=len)
+        raise InputError(f"{where}: the overlay is disconnected ({len(parts)} parts; e.g. {', '.join(parts[0][:5])} "
+                         "cannot reach the rest)")
+    if graph.number_of_edges() != graph.number_of_nodes() - 1:
+        cycle = nx.find_cycle(graph)
+        raise InputError(f"{where}: the overlay must be acyclic; cycle through {' - '.join(a for a, _ in cycle)}")
