@@ -83,7 +83,7 @@ def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
     clients: dict[str, _Client] = {}
     used_ids: dict[str, set[str]] = {"adv": set(), "sub": set(), "pub": set()}
     injections: list[Injection] = []
-    last_t = 0.0
+    last_t = 0
     for where, record in records:
         t = _check_record(where, record, last_t, known_brokers)
         last_t = t
@@ -129,7 +129,7 @@ def _check_record(where: str, record: dict, last_t: float, brokers: set) -> floa
             raise InputError(f"{where}: {op} needs a non-empty string {key!r}")
     if "broker" in record and record["broker"] not in brokers:
         raise InputError(f"{where}: unknown broker {record['broker']!r}")
-    return float(t)
+    return t
 
 
 def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, used_ids) -> Message:

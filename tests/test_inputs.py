@@ -1,0 +1,117 @@
+"""Every invalid input stops before anything runs: exit 2, one message naming the place."""
+import json
+
+import pytest
+
+from experiments.cli import main
+
+GOOD_TRACE = [
+    {"t": 0, "op": "advertise", "client": "P", "broker": "B0", "id": "A1", "filter": "[x,>,0]"},
+    {"t": 1, "op": "subscribe", "client": "S", "broker": "B2", "id": "S1", "filter": "[x,>,1]"},
+    {"t": 2, "op": "publish", "client": "P", "id": "M1", "content": "[x,3]"},
+]
+
+
+def scenario(**top):
+    base = {"name": "bad", "topology": {"generator": {"name": "line", "n": 3}}, "workload": {"trace": "ops.jsonl"},
+            "runtime": {"hosts": 0, "costs": "zero"}, "output": {"dir": "runs"}}
+    base.update(top)
+    return base
+
+
+def trace_with(line_number: int, record) -> str:
+    lines = [json.dumps(r) for r in GOOD_TRACE]
+    lines.insert(line_number - 1, record if isinstance(record, str) else json.dumps(record))
+    return "\n".join(lines)
+
+
+CASES = [
+    ("yaml syntax", None, "name: x\ntopology: [unclosed\n", {}, "scenario.yaml:3"),
+    ("not a mapping", None, "- just\n- a list\n", {}, "a scenario is a YAML mapping"),
+    ("missing name", {k: v for k, v in scenario().items() if k != "name"}, None, {}, "missing required key 'name'"),
+    ("misspelt key", scenario(runtim={"hosts": 0}), None, {}, "runtim: unknown key; did you mean 'runtime'?"),
+    ("misspelt nested", scenario(runtime={"mailbox": {"capcity": 3}}), None, {},
+     "runtime.mailbox.capcity: unknown key; did you mean 'capacity'?"),
+    ("bad hosts", scenario(runtime={"hosts": -1}), None, {}, "runtime.hosts: expected 0, a positive number"),
+    ("bad overflow", scenario(runtime={"mailbox": {"overflow": "explode"}}), None, {},
+     "runtime.mailbox.overflow: expected 'drop' or 'block'"),
+    ("bad capacity type", scenario(runtime={"mailbox": {"capacity": "big"}}), None, {},
+     "runtime.mailbox.capacity: expected an integer"),
+    ("bad duration", scenario(duration="5 parsecs"), None, {}, "duration: expected a duration such as 2s"),
+    ("zero latency", scenario(topology={"generator": {"name": "line"}, "link": {"latency": 0}}), None, {},
+     "topology.link.latency: a duration must be positive"),
+    ("two topologies", scenario(topology={"generator": {"name": "line"}, "edgelist": "x.edges"}), None, {},
+     "topology: give exactly one of 'edgelist' or 'generator'"),
+    ("unknown generator", scenario(topology={"generator": {"name": "ring"}}), None, {},
+     "topology.generator.name: unknown generator 'ring' (known: balanced_tree, line, random_tree, star)"),
+    ("unknown parameter", scenario(topology={"generator": {"name": "line", "size": 3}}), None, {},
+     "topology.generator.size: unknown parameter of generator 'line' (parameters: n)"),
+    ("parameter type", scenario(topology={"generator": {"name": "line", "n": "three"}}), None, {},
+     "topology.generator.n: expected int, got 'three'"),
+    ("missing trace", scenario(workload={"trace": "nowhere.jsonl"}), None, {}, "nowhere.jsonl: trace file not found"),
+    ("bad filter", scenario(), None, {"ops.jsonl": trace_with(2, {"t": 0.5, "op": "subscribe", "client": "T",
+                                                                  "broker": "B1", "id": "S9", "filter": "[x,>>,1]"})},
+     "ops.jsonl:2: filter predicate 1 [x,>>,1] at position 1: unknown operator '>>'"),
+    ("time backwards", scenario(), None, {"ops.jsonl": trace_with(4, {"t": 1.5, "op": "publish", "client": "P",
+                                                                      "id": "M2", "content": "[x,1]"})},
+     "ops.jsonl:4: time goes backwards (1.5 after 2)"),
+    ("unknown broker", scenario(), None, {"ops.jsonl": trace_with(1, {"t": 0, "op": "subscribe", "client": "T",
+                                                                      "broker": "B7", "id": "S9", "filter": "[x,>,1]"})},
+     "ops.jsonl:1: unknown broker 'B7'"),
+    ("not json", scenario(), None, {"ops.jsonl": trace_with(3, "{oops")}, "ops.jsonl:3: not valid JSON"),
+    ("unknown unsubscribe", scenario(), None, {"ops.jsonl": trace_with(4, {"t": 3, "op": "unsubscribe",
+                                                                           "client": "S", "id": "S5"})},
+     "ops.jsonl:4: unsubscribe of 'S5', which client 'S' does not hold"),
+    ("duplicate id", scenario(), None, {"ops.jsonl": trace_with(4, {"t": 3, "op": "publish", "client": "P",
+                                                                    "id": "M1", "content": "[x,1]"})},
+     "ops.jsonl:4: publish id 'M1' was used before"),
+    ("cyclic overlay", scenario(topology={"edgelist": "net.edges"}), None, {"net.edges": "B0 B1\nB1 B2\nB2 B0\n"},
+     "net.edges: the overlay must be acyclic; cycle through"),
+    ("disconnected overlay", scenario(topology={"edgelist": "net.edges"}), None, {"net.edges": "B0 B1\nB2 B3\n"},
+     "net.edges: the overlay is disconnected"),
+    ("bad edge line", scenario(topology={"edgelist": "net.edges"}), None, {"net.edges": "B0 B1\nB1\n"},
+     "net.edges:2: expected 'A B' or 'A B LATENCY'"),
+    ("bad edge latency", scenario(topology={"edgelist": "net.edges"}), None, {"net.edges": "B0 B1 fast\nB1 B2\n"},
+     "net.edges:1: expected a duration"),
+    ("unknown profile", scenario(runtime={"costs": "cheap"}), None, {}, "runtime.costs: no profile 'cheap'"),
+]
+
+
+@pytest.mark.parametrize("label, data, text, files, message", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_refused(tmp_path, capsys, monkeypatch, label, data, text, files, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops.jsonl").write_text("\n".join(json.dumps(r) for r in GOOD_TRACE))
+    for name, content in files.items():
+        (tmp_path / name).write_text(content)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text if text is not None else json.dumps(data))
+    assert main(["validate", str(path)]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def test_bad_overrides_and_out_directory(tmp_path, capsys):
+    path = tmp_path / "scenario.yaml"
+    path.write_text(json.dumps(scenario()))
+    (tmp_path / "ops.jsonl").write_text("\n".join(json.dumps(r) for r in GOOD_TRACE))
+    assert main(["run", str(path), "--set", "runtime.hosts"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err
+    assert main(["run", str(path), "--set", "runtime.hots=2"]) == 2
+    assert "did you mean 'hosts'" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    assert main(["run", str(path), "--out", str(tmp_path / "full")]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main(["validate", str(tmp_path / "missing.yaml")]) == 2
+    assert "scenario file not found" in capsys.readouterr().err
+
+
+def test_good_trace_validates(tmp_path, capsys):
+    path = tmp_path / "scenario.yaml"
+    path.write_text(json.dumps(scenario()))
+    (tmp_path / "ops.jsonl").write_text("\n".join(json.dumps(r) for r in GOOD_TRACE))
+    assert main(["validate", str(path)]) == 0
+    assert "valid: 3 brokers, 3 operations" in capsys.readouterr().out
