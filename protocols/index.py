@@ -2,8 +2,10 @@
 
 Each (attribute, type) pair is a column holding, for every entry that constrains it, the
 entry's interval bounds as float64 (numbers as themselves, strings as order-preserving
-codes from ``Vocabulary``). A query compares one column at a time with numpy, counts per
-entry how many of its attributes passed, and keeps entries whose count reaches the target.
+codes from ``Vocabulary``). A query probes the columns of its attributes with the numba
+kernels of protocols/kernels.py, counting per entry how many of its attributes passed, and
+keeps entries whose count reaches the target; its cost follows the cells probed, not the
+table size.
 Conditions that are not intervals (excluded values, postfixes, substrings) and unsatisfiable
 filters are residual: candidates carrying them are re-checked with the scalar oracle of
 protocols/language.py, so every answer equals the oracle's exactly. The index counts the
@@ -17,6 +19,7 @@ from typing import Callable, Hashable
 
 import numpy as np
 
+from . import kernels
 from .language import (
     NUMERIC,
     STRING,
@@ -109,95 +112,50 @@ class Vocabulary:
         return code
 
 
-class _Column:
-    """Bounds of every entry constraining one (attribute, type)."""
-
-    __slots__ = ("slots", "lo", "hi", "lo_open", "hi_open", "residual", "size", "position", "raw")
-    _ARRAYS = ("slots", "lo", "hi", "lo_open", "hi_open", "residual")
+class _Arena:
+    """The cells of every column of one index, in parallel arrays; columns are segments."""
 
     def __init__(self) -> None:
-        self.slots = np.zeros(8, np.int64)
-        self.lo = np.zeros(8)
-        self.hi = np.zeros(8)
-        self.lo_open = np.zeros(8, bool)
-        self.hi_open = np.zeros(8, bool)
-        self.residual = np.zeros(8, bool)
-        self.size = 0
-        self.position: dict[int, int] = {}
-        self.raw: list[tuple] = []  # string columns: (lo, hi) strings per position, for re-encoding
+        self.slots = np.zeros(64, np.int64)
+        self.lo = np.zeros(64)
+        self.hi = np.zeros(64)
+        self.bits = np.zeros(64, np.uint8)
+        self.used = 0
+        self.garbage = 0
 
-    def append(self, slot: int, lo: float, lo_open: bool, hi: float, hi_open: bool, residual: bool) -> None:
-        if self.size == len(self.slots):
-            for name in self._ARRAYS:
+    def allocate(self, capacity: int) -> int:
+        if self.used + capacity > len(self.slots):
+            size = max(2 * len(self.slots), self.used + capacity)
+            for name in ("slots", "lo", "hi", "bits"):
                 old = getattr(self, name)
-                grown = np.zeros(2 * len(old), old.dtype)
-                grown[: len(old)] = old
+                grown = np.zeros(size, old.dtype)
+                grown[: self.used] = old[: self.used]
                 setattr(self, name, grown)
-        i = self.size
-        self.slots[i], self.lo[i], self.hi[i] = slot, lo, hi
-        self.lo_open[i], self.hi_open[i], self.residual[i] = lo_open, hi_open, residual
-        self.position[slot] = i
-        self.size += 1
+        start = self.used
+        self.used += capacity
+        return start
 
-    def remove(self, slot: int) -> None:
-        i = self.position.pop(slot)
-        last = self.size - 1
-        if i != last:
-            for name in self._ARRAYS:
-                array = getattr(self, name)
-                array[i] = array[last]
-            self.position[int(self.slots[i])] = i
-            if self.raw:
-                self.raw[i] = self.raw[last]
-        if self.raw:
-            self.raw.pop()
-        self.size = last
-
-    def view(self):
-        n = self.size
-        return self.slots[:n], self.lo[:n], self.lo_open[:n], self.hi[:n], self.hi_open[:n]
+    def move(self, start: int, size: int, to: int) -> None:
+        for array in (self.slots, self.lo, self.hi, self.bits):
+            array[to : to + size] = array[start : start + size]
 
 
-# Column tests: each takes column views (lo, lo_open, hi, hi_open) and the query's bounds.
+class _Column:
+    """The cells of one (attribute, type): a segment of the arena, plus where each slot sits."""
 
+    __slots__ = ("start", "capacity", "size", "position", "raw")
 
-def _admits_lower(lo, lo_open, q, q_open):
-    """Entry lower bound lets the query's lower bound through (entry starts at or before it)."""
-    return (lo < q) | ((lo == q) & (~lo_open | q_open))
-
-
-def _admits_upper(hi, hi_open, q, q_open):
-    return (hi > q) | ((hi == q) & (~hi_open | q_open))
-
-
-def _test_contains_point(lo, lo_open, hi, hi_open, b):
-    v = b[0]
-    return ((lo < v) | ((lo == v) & ~lo_open)) & ((hi > v) | ((hi == v) & ~hi_open))
-
-
-def _test_entry_covers(lo, lo_open, hi, hi_open, b):
-    return _admits_lower(lo, lo_open, b[0], b[1]) & _admits_upper(hi, hi_open, b[2], b[3])
-
-
-def _test_entry_within(lo, lo_open, hi, hi_open, b):
-    qlo, qlo_open, qhi, qhi_open = b
-    return ((qlo < lo) | ((qlo == lo) & (~np.bool_(qlo_open) | lo_open))) & (
-        (qhi > hi) | ((qhi == hi) & (~np.bool_(qhi_open) | hi_open))
-    )
-
-
-def _test_overlap(lo, lo_open, hi, hi_open, b):
-    qlo, qlo_open, qhi, qhi_open = b
-    below = (hi < qlo) | ((hi == qlo) & (hi_open | qlo_open))
-    above = (qhi < lo) | ((qhi == lo) & (qhi_open | lo_open))
-    return ~below & ~above
+    def __init__(self) -> None:
+        self.start = self.capacity = self.size = 0
+        self.position: dict[int, int] = {}  # slot -> offset in the segment
+        self.raw: list[tuple] = []  # string columns: (lo, hi) strings per offset, for re-encoding
 
 
 class FilterIndex:
     """A routing table of filters keyed by hashable keys (subscription or advertisement keys).
 
     Queries return keys in slot order, which depends only on the table's history, so results
-    are deterministic. Attributes ``work`` (a shared ``Work``) accumulate the counters.
+    are deterministic. ``work`` (possibly shared by several tables) accumulates the counters.
     """
 
     def __init__(self, work: Work | None = None) -> None:
@@ -205,14 +163,18 @@ class FilterIndex:
         self.vocabulary = Vocabulary()
         self._encoded_version = 0
         self._columns: dict[tuple[str, str], _Column] = {}
+        self._arena = _Arena()
         self._keys: list[Key | None] = []
         self._filters: list[Filter | None] = []
         self._slot_of: dict[Key, int] = {}
         self._free: list[int] = []
+        self._unsat_slots: set[int] = set()
+        # per slot; _counts and _flags are all zero between queries (see protocols/kernels.py)
         self._n_attrs = np.zeros(8, np.int64)
         self._residual = np.zeros(8, bool)  # excluded values, postfixes or substrings
         self._unsat = np.zeros(8, bool)
-        self._live = np.zeros(8, bool)
+        self._counts = np.zeros(8, np.int64)
+        self._flags = np.zeros(8, np.uint8)
 
     # ------------------------------------------------------------------ table upkeep
 
@@ -237,8 +199,9 @@ class FilterIndex:
         constraints = f.constraints
         self._n_attrs[slot] = len(constraints)
         self._unsat[slot] = unsatisfiable(f)
+        if self._unsat[slot]:
+            self._unsat_slots.add(slot)
         self._residual[slot] = any(c.residual for c in constraints.values())
-        self._live[slot] = True
         for attr, c in constraints.items():
             column = self._columns.get((attr, c.type))
             if column is None:
@@ -248,15 +211,15 @@ class FilterIndex:
                     if word is not None:
                         self.vocabulary.add(word)
                 column.raw.append((c.lo, c.hi))
-            column.append(slot, *self._bounds(c), c.residual)
+            self._append(column, slot, c)
 
     def remove(self, key: Key) -> Filter:
         slot = self._slot_of.pop(key)
         f = self._filters[slot]
         for attr, c in f.constraints.items():
-            self._columns[(attr, c.type)].remove(slot)
+            self._remove(self._columns[(attr, c.type)], slot)
         self._keys[slot] = self._filters[slot] = None
-        self._live[slot] = False
+        self._unsat_slots.discard(slot)
         self._free.append(slot)
         return f
 
@@ -264,13 +227,53 @@ class FilterIndex:
         slot = len(self._keys)
         self._keys.append(None)
         self._filters.append(None)
-        if slot == len(self._live):
-            for name in ("_n_attrs", "_residual", "_unsat", "_live"):
+        if slot == len(self._n_attrs):
+            for name in ("_n_attrs", "_residual", "_unsat", "_counts", "_flags"):
                 old = getattr(self, name)
                 grown = np.zeros(2 * len(old), old.dtype)
                 grown[: len(old)] = old
                 setattr(self, name, grown)
         return slot
+
+    def _append(self, column: _Column, slot: int, c: Constraint) -> None:
+        arena = self._arena
+        if column.size == column.capacity:
+            capacity = max(8, 2 * column.capacity)
+            start = arena.allocate(capacity)
+            arena.move(column.start, column.size, start)
+            arena.garbage += column.capacity
+            column.start, column.capacity = start, capacity
+            if arena.garbage > arena.used // 2:
+                self._compact()
+        i = column.start + column.size
+        lo, lo_open, hi, hi_open = self._bounds(c)
+        arena.slots[i], arena.lo[i], arena.hi[i] = slot, lo, hi
+        arena.bits[i] = lo_open * kernels.LO_OPEN | hi_open * kernels.HI_OPEN | c.residual * kernels.RESIDUAL
+        column.position[slot] = column.size
+        column.size += 1
+
+    def _remove(self, column: _Column, slot: int) -> None:
+        offset = column.position.pop(slot)
+        last = column.size - 1
+        if offset != last:
+            arena = self._arena
+            arena.move(column.start + last, 1, column.start + offset)
+            column.position[int(arena.slots[column.start + offset])] = offset
+            if column.raw:
+                column.raw[offset] = column.raw[last]
+        if column.raw:
+            column.raw.pop()
+        column.size = last
+
+    def _compact(self) -> None:
+        """Copy every column into a fresh arena, leaving room to grow, dropping garbage."""
+        old, new = self._arena, _Arena()
+        for column in self._columns.values():
+            start = new.allocate(column.capacity)
+            for name in ("slots", "lo", "hi", "bits"):
+                getattr(new, name)[start : start + column.size] = getattr(old, name)[column.start : column.start + column.size]
+            column.start = start
+        self._arena = new
 
     def _bounds(self, c: Constraint) -> tuple[float, bool, float, bool]:
         lo = -np.inf if c.lo is None else self._encode(c.lo, c.type)
@@ -286,50 +289,51 @@ class FilterIndex:
         for (attr, type_), column in self._columns.items():
             if type_ != STRING:
                 continue
-            for i, (lo, hi) in enumerate(column.raw):
-                column.lo[i] = -np.inf if lo is None else self.vocabulary.code(lo)
-                column.hi[i] = np.inf if hi is None else self.vocabulary.code(hi)
+            for offset, (lo, hi) in enumerate(column.raw):
+                i = column.start + offset
+                self._arena.lo[i] = -np.inf if lo is None else self.vocabulary.code(lo)
+                self._arena.hi[i] = np.inf if hi is None else self.vocabulary.code(hi)
         self._encoded_version = self.vocabulary.version
 
     # ------------------------------------------------------------------ the query engine
 
-    def _count_hits(self, probes, test: Callable, family: str, point_overlaps: bool = False):
-        """Per slot, how many probes (attr, type, bounds, residual) its columns passed; with
-        ``point_overlaps``, also which slots overlapped a probe in a single point where the
-        entry or the probe has residual conditions on that attribute."""
+    def _probe(self, probes, test: int, family: str, target: int | None):
+        """Slots (in slot order) whose count of passed probes reaches the target (each
+        entry's own number of attributes when ``target`` is None), with their point flags."""
         self._reencode_strings()
-        hits, points = [], []
-        compared = 0
+        starts, sizes, qlo, qhi, qbits = [], [], [], [], []
         for attr, type_, bounds, probe_residual in probes:
             column = self._columns.get((attr, type_))
             if column is None or column.size == 0:
                 continue
-            slots, lo, lo_open, hi, hi_open = column.view()
-            compared += column.size
-            passed = test(lo, lo_open, hi, hi_open, bounds)
-            hits.append(slots[passed])
-            if point_overlaps:
-                touching = np.maximum(lo[passed], bounds[0]) == np.minimum(hi[passed], bounds[2])
-                if not probe_residual:
-                    touching &= column.residual[: column.size][passed]
-                points.append(hits[-1][touching])
+            starts.append(column.start)
+            sizes.append(column.size)
+            low, low_open, high, high_open = bounds if len(bounds) == 4 else (bounds[0], False, bounds[0], False)
+            qlo.append(low)
+            qhi.append(high)
+            qbits.append(low_open * kernels.LO_OPEN | high_open * kernels.HI_OPEN | probe_residual * kernels.RESIDUAL)
+        cells = sum(sizes)
         work = self.work
         if family == "match":
             work.match_queries += 1
             work.match_entries += len(self._slot_of)
-            work.match_predicates += compared
+            work.match_predicates += cells
         else:
             work.cover_queries += 1
             work.cover_entries += len(self._slot_of)
-            work.cover_predicates += compared
-        size = len(self._live)
-        counts = np.bincount(np.concatenate(hits), minlength=size) if hits else np.zeros(size, np.int64)
-        if not point_overlaps:
-            return counts
-        flagged = np.zeros(size, bool)
-        if points:
-            flagged[np.concatenate(points)] = True
-        return counts, flagged
+            work.cover_predicates += cells
+        if not cells:
+            return np.zeros(0, np.int64), np.zeros(0, bool)
+        arena = self._arena
+        found_slots = np.empty(cells, np.int64)
+        found_flags = np.empty(cells, np.uint8)
+        found = kernels.query(
+            self._counts, self._flags, arena.slots, arena.lo, arena.hi, arena.bits, self._n_attrs,
+            np.array(starts, np.int64), np.array(sizes, np.int64), np.array(qlo), np.array(qhi),
+            np.array(qbits, np.uint8), test, -1 if target is None else target, found_slots, found_flags,
+        )
+        order = np.argsort(found_slots[:found], kind="stable")
+        return found_slots[:found][order], found_flags[:found][order].astype(bool)
 
     def _stable_probes(self, make: Callable[[], list]) -> list:
         """Build query probes; rebuild if encoding a new word renumbered the vocabulary."""
@@ -344,15 +348,14 @@ class FilterIndex:
             lambda: [(attr, c.type, self._bounds(c), c.residual) for attr, c in f.constraints.items()]
         )
 
-    def _finish(self, candidates: np.ndarray, recheck, exact: Callable[[Filter], bool]) -> list[Key]:
-        """Keys of candidate slots; those flagged in ``recheck`` must also pass ``exact``."""
-        slots = np.flatnonzero(candidates)
-        if recheck is False or not len(slots):
-            return [self._keys[s] for s in slots.tolist()]
-        doubtful = np.ones(len(slots), bool) if recheck is True else recheck[slots]
+    def _finish(self, slots: np.ndarray, recheck, exact: Callable[[Filter], bool]) -> list[Key]:
+        """Keys of ``slots``; those flagged in ``recheck`` (per slot, or True: all) must pass ``exact``."""
         keys = self._keys
+        if recheck is False or not len(slots) or (recheck is not True and not recheck.any()):
+            return [keys[s] for s in slots.tolist()]
+        doubtful = [True] * len(slots) if recheck is True else recheck.tolist()
         result = []
-        for slot, check in zip(slots.tolist(), doubtful.tolist()):
+        for slot, check in zip(slots.tolist(), doubtful):
             if check:
                 self.work.residual_checks += 1
                 if not exact(self._filters[slot]):
@@ -372,47 +375,41 @@ class FilterIndex:
                 for attr, v in publication.items
             ]
         )
-        counts = self._count_hits(probes, _test_contains_point, "match")
-        candidates = self._live & (counts == self._n_attrs)
-        return self._finish(candidates, self._residual, lambda e: matches(e, publication))
+        slots, _ = self._probe(probes, kernels.POINT, "match", None)
+        return self._finish(slots, self._residual[slots], lambda e: matches(e, publication))
 
     def covering(self, f: Filter) -> list[Key]:
         """Keys of the entries that cover ``f``."""
         if unsatisfiable(f):
-            self._count_hits([], _test_entry_covers, "cover")
+            self._probe([], kernels.CONTAINS, "cover", None)
             return self.keys()
-        counts = self._count_hits(self._query_bounds(f), _test_entry_covers, "cover")
-        candidates = self._live & (counts == self._n_attrs)
-        return self._finish(candidates, _has_residual(f) or self._residual, lambda e: covers(e, f))
+        slots, _ = self._probe(self._query_bounds(f), kernels.CONTAINS, "cover", None)
+        recheck = True if _has_residual(f) else self._residual[slots]
+        return self._finish(slots, recheck, lambda e: covers(e, f))
 
     def covered_by(self, f: Filter) -> list[Key]:
         """Keys of the entries that ``f`` covers (every unsatisfiable entry among them)."""
-        counts = self._count_hits(self._query_bounds(f), _test_entry_within, "cover")
-        candidates = self._live & ((counts == len(f.constraints)) | self._unsat)
-        recheck = (True if _has_residual(f) else self._residual) & ~self._unsat
-        return self._finish(candidates, recheck, lambda e: covers(f, e))
+        slots, _ = self._probe(self._query_bounds(f), kernels.WITHIN, "cover", len(f.constraints))
+        if self._unsat_slots:
+            slots = np.union1d(slots, np.fromiter(self._unsat_slots, np.int64))
+        recheck = (True if _has_residual(f) else self._residual[slots]) & ~self._unsat[slots]
+        return self._finish(slots, recheck, lambda e: covers(f, e))
 
     def intersecting(self, sub: Filter) -> list[Key]:
         """Keys of the entries (advertisements) that intersect subscription ``sub``.
 
         A residual condition can only empty an overlap that is a single point, so only
-        entries touching ``sub`` in a point (or unsatisfiable ones) are re-checked."""
+        entries touching ``sub`` in a point there (or unsatisfiable ones) are re-checked."""
         if unsatisfiable(sub):
             return []
-        counts, points = self._count_hits(self._query_bounds(sub), _test_overlap, "cover", point_overlaps=True)
-        candidates = self._live & (counts == len(sub.constraints))
-        return self._finish(candidates, points | self._unsat, lambda e: intersects(e, sub))
+        slots, points = self._probe(self._query_bounds(sub), kernels.OVERLAP, "cover", len(sub.constraints))
+        return self._finish(slots, points | self._unsat[slots], lambda e: intersects(e, sub))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
         """Keys of the entries (subscriptions) that advertisement ``adv`` intersects."""
-        candidates, recheck = self._intersected_candidates(adv)
-        return self._finish(candidates, recheck, lambda e: intersects(adv, e))
-
-    def _intersected_candidates(self, adv: Filter):
-        counts, points = self._count_hits(self._query_bounds(adv), _test_overlap, "cover", point_overlaps=True)
-        candidates = self._live & (counts == self._n_attrs)
-        recheck = np.ones(len(self._live), bool) if unsatisfiable(adv) else points | self._unsat
-        return candidates, recheck
+        slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "cover", None)
+        recheck = True if unsatisfiable(adv) else points | self._unsat[slots]
+        return self._finish(slots, recheck, lambda e: intersects(adv, e))
 
 
 def _has_residual(f: Filter) -> bool:

@@ -144,3 +144,32 @@ def random_mix(
             located[client] = rng.choice(brokers)
             emit("move", client, broker=located[client])
     return records
+
+
+class SienaVocabulary:
+    """The SIENA-style synthetic language: attribute names drawn from 1,000 words by a Zipf
+    law, values among 100 numbers; subscriptions with 1-10 predicates (60% equality, 20% <,
+    20% >), publications with 1-19 attributes."""
+
+    def __init__(self, words: int = 1000, values: int = 100) -> None:
+        self.words = [f"w{i}" for i in range(words)]
+        self.weights = [1.0 / (i + 1) for i in range(words)]
+        self.values = list(range(values))
+
+    def _attributes(self, rng: random.Random, count: int) -> list[str]:
+        chosen: list[str] = []
+        while len(chosen) < count:
+            word = rng.choices(self.words, self.weights)[0]
+            if word not in chosen:
+                chosen.append(word)
+        return chosen
+
+    def subscription(self, rng: random.Random) -> str:
+        predicates = []
+        for attr in self._attributes(rng, rng.randint(1, 10)):
+            op = rng.choices(["=", "<", ">"], [60, 20, 20])[0]
+            predicates.append(f"[{attr},{op},{rng.choice(self.values)}]")
+        return ",".join(predicates)
+
+    def publication(self, rng: random.Random) -> str:
+        return ",".join(f"[{a},{rng.choice(self.values)}]" for a in self._attributes(rng, rng.randint(1, 19)))

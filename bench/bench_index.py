@@ -1,0 +1,64 @@
+"""Index benchmark (issue 2): match and covering queries against 1k, 10k and 100k SIENA-style
+subscriptions, insert/remove cost, and the naive loop over the scalar oracle for comparison.
+
+    python bench/bench_index.py [--sizes 1000,10000,100000] [--queries 200]
+
+Prints one row per table size; figures go to bench/RESULTS.md with date and machine.
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from protocols.index import FilterIndex  # noqa: E402
+from protocols.language import covers, matches, parse_filter, parse_publication  # noqa: E402
+from workloads.generators import SienaVocabulary, rng_for  # noqa: E402
+
+
+def timed(calls) -> float:
+    """Median microseconds per call."""
+    times = []
+    for call in calls:
+        started = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - started) * 1e6)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    language, rng = SienaVocabulary(), rng_for(0, "bench_index")
+    print(f"{'entries':>8} {'match us':>9} {'naive match us':>15} {'cover us':>9} {'naive cover us':>15} "
+          f"{'insert us':>10} {'remove us':>10} {'matches/pub':>12}")
+    for size in [int(s) for s in args.sizes.split(",")]:
+        filters = [parse_filter(language.subscription(rng)) for _ in range(size)]
+        index = FilterIndex()
+        started = time.perf_counter()
+        for key, f in enumerate(filters):
+            index.add(key, f)
+        insert = (time.perf_counter() - started) * 1e6 / size
+        pubs = [parse_publication(language.publication(rng)) for _ in range(args.queries)]
+        probes = [parse_filter(language.subscription(rng)) for _ in range(args.queries)]
+        match_us = timed([lambda p=p: index.matching(p) for p in pubs])
+        cover_us = timed([lambda f=f: index.covering(f) for f in probes])
+        few = max(3, args.queries // 20)
+        naive_match = timed([lambda p=p: [k for k, f in enumerate(filters) if matches(f, p)] for p in pubs[:few]])
+        naive_cover = timed([lambda q=q: [k for k, f in enumerate(filters) if covers(f, q)] for q in probes[:few]])
+        hits = statistics.mean(len(index.matching(p)) for p in pubs)
+        removed = filters[: size // 10]
+        started = time.perf_counter()
+        for key in range(len(removed)):
+            index.remove(key)
+        remove = (time.perf_counter() - started) * 1e6 / len(removed)
+        print(f"{size:>8} {match_us:>9.1f} {naive_match:>15.0f} {cover_us:>9.1f} {naive_cover:>15.0f} "
+              f"{insert:>10.1f} {remove:>10.1f} {hits:>12.1f}")
+
+
+if __name__ == "__main__":
+    main()
