@@ -162,7 +162,9 @@ class FilterIndex:
         self.work = work if work is not None else Work()
         self.vocabulary = Vocabulary()
         self._encoded_version = 0
-        self._columns: dict[tuple[str, str], _Column] = {}
+        # (attr, type) -> interval cells; (attr, type, value) -> equality cells of that value
+        self._columns: dict[tuple, _Column] = {}
+        self._buckets: dict[tuple[str, str], dict] = {}  # (attr, type) -> {value: _Column}
         self._arena = _Arena()
         self._keys: list[Key | None] = []
         self._filters: list[Filter | None] = []
@@ -203,9 +205,7 @@ class FilterIndex:
             self._unsat_slots.add(slot)
         self._residual[slot] = any(c.residual for c in constraints.values())
         for attr, c in constraints.items():
-            column = self._columns.get((attr, c.type))
-            if column is None:
-                column = self._columns[(attr, c.type)] = _Column()
+            column = self._column_for(attr, c)
             if c.type == STRING:
                 for word in (c.lo, c.hi):
                     if word is not None:
@@ -217,7 +217,7 @@ class FilterIndex:
         slot = self._slot_of.pop(key)
         f = self._filters[slot]
         for attr, c in f.constraints.items():
-            self._remove(self._columns[(attr, c.type)], slot)
+            self._remove(self._columns[_column_key(attr, c)], slot)
         self._keys[slot] = self._filters[slot] = None
         self._unsat_slots.discard(slot)
         self._free.append(slot)
@@ -234,6 +234,29 @@ class FilterIndex:
                 grown[: len(old)] = old
                 setattr(self, name, grown)
         return slot
+
+    def _column_for(self, attr: str, c: Constraint) -> _Column:
+        key = _column_key(attr, c)
+        column = self._columns.get(key)
+        if column is None:
+            column = self._columns[key] = _Column()
+            if len(key) == 3:
+                self._buckets.setdefault((attr, c.type), {})[c.point] = column
+        return column
+
+    def _segments(self, attr: str, type_: str, test: int, query) -> list[_Column]:
+        """The columns a probe must scan: the interval cells, plus the equality buckets whose
+        value can pass (``query`` is the probed value for POINT, else the query's Constraint)."""
+        columns = [self._columns.get((attr, type_))]
+        buckets = self._buckets.get((attr, type_))
+        if buckets:
+            if test == kernels.POINT:
+                columns.append(buckets.get(query))
+            elif test == kernels.CONTAINS:
+                columns.append(None if query.point is None else buckets.get(query.point))
+            else:
+                columns.extend(column for value, column in buckets.items() if query.contains(value))
+        return [column for column in columns if column is not None and column.size]
 
     def _append(self, column: _Column, slot: int, c: Constraint) -> None:
         arena = self._arena
@@ -286,8 +309,8 @@ class FilterIndex:
     def _reencode_strings(self) -> None:
         if self._encoded_version == self.vocabulary.version:
             return
-        for (attr, type_), column in self._columns.items():
-            if type_ != STRING:
+        for key, column in self._columns.items():
+            if key[1] != STRING:
                 continue
             for offset, (lo, hi) in enumerate(column.raw):
                 i = column.start + offset
@@ -302,16 +325,15 @@ class FilterIndex:
         entry's own number of attributes when ``target`` is None), with their point flags."""
         self._reencode_strings()
         starts, sizes, qlo, qhi, qbits = [], [], [], [], []
-        for attr, type_, bounds, probe_residual in probes:
-            column = self._columns.get((attr, type_))
-            if column is None or column.size == 0:
-                continue
-            starts.append(column.start)
-            sizes.append(column.size)
+        for attr, type_, bounds, probe_residual, query in probes:
             low, low_open, high, high_open = bounds if len(bounds) == 4 else (bounds[0], False, bounds[0], False)
-            qlo.append(low)
-            qhi.append(high)
-            qbits.append(low_open * kernels.LO_OPEN | high_open * kernels.HI_OPEN | probe_residual * kernels.RESIDUAL)
+            flags = low_open * kernels.LO_OPEN | high_open * kernels.HI_OPEN | probe_residual * kernels.RESIDUAL
+            for column in self._segments(attr, type_, test, query):
+                starts.append(column.start)
+                sizes.append(column.size)
+                qlo.append(low)
+                qhi.append(high)
+                qbits.append(flags)
         cells = sum(sizes)
         work = self.work
         if family == "match":
@@ -345,7 +367,7 @@ class FilterIndex:
 
     def _query_bounds(self, f: Filter):
         return self._stable_probes(
-            lambda: [(attr, c.type, self._bounds(c), c.residual) for attr, c in f.constraints.items()]
+            lambda: [(attr, c.type, self._bounds(c), c.residual, c) for attr, c in f.constraints.items()]
         )
 
     def _finish(self, slots: np.ndarray, recheck, exact: Callable[[Filter], bool]) -> list[Key]:
@@ -369,9 +391,9 @@ class FilterIndex:
         """Keys of the entries (subscriptions) that match ``publication``."""
         probes = self._stable_probes(
             lambda: [
-                (attr, STRING, (self.vocabulary.code(v),), False)
+                (attr, STRING, (self.vocabulary.code(v),), False, v)
                 if isinstance(v, str)
-                else (attr, NUMERIC, (float(v),), False)
+                else (attr, NUMERIC, (float(v),), False, v)
                 for attr, v in publication.items
             ]
         )
@@ -410,6 +432,11 @@ class FilterIndex:
         slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "cover", None)
         recheck = True if unsatisfiable(adv) else points | self._unsat[slots]
         return self._finish(slots, recheck, lambda e: intersects(adv, e))
+
+
+def _column_key(attr: str, c: Constraint) -> tuple:
+    """Equality constraints live in a bucket per value; everything else in the interval column."""
+    return (attr, c.type) if c.point is None else (attr, c.type, c.point)
 
 
 def _has_residual(f: Filter) -> bool:

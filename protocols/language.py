@@ -370,21 +370,24 @@ def _apply(c: Constraint, excluded: set, p: Predicate) -> None:
 
 def _settle(c: Constraint, excluded: set) -> None:
     """Drop exclusions outside the interval, turn excluded end points into open ends."""
-    inside = {x for x in excluded if c.contains(x)}
-    if c.lo is not None and c.lo in inside and not c.lo_open:
-        c.lo_open = True
-        inside.discard(c.lo)
-    if c.hi is not None and c.hi in inside and not c.hi_open:
-        c.hi_open = True
-        inside.discard(c.hi)
-    c.excluded = frozenset(inside)
-    c.postfixes = tuple(sorted(set(c.postfixes)))
-    c.substrings = tuple(sorted(set(s for s in c.substrings if s)))
+    if excluded:
+        inside = {x for x in excluded if c.contains(x)}
+        if c.lo is not None and c.lo in inside and not c.lo_open:
+            c.lo_open = True
+            inside.discard(c.lo)
+        if c.hi is not None and c.hi in inside and not c.hi_open:
+            c.hi_open = True
+            inside.discard(c.hi)
+        c.excluded = frozenset(inside)
+    if c.postfixes:
+        c.postfixes = tuple(sorted(set(c.postfixes)))
+    if c.substrings:
+        c.substrings = tuple(sorted(set(s for s in c.substrings if s)))
     if c.lo is not None and c.hi is not None:
         if c.lo > c.hi or (c.lo == c.hi and (c.lo_open or c.hi_open)):
             c.empty = True
     point = c.point
-    if point is not None and not all(_string_residual_holds(c, point)):
+    if point is not None and (c.postfixes or c.substrings) and not all(_string_residual_holds(c, point)):
         c.empty = True
 
 

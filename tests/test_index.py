@@ -106,3 +106,21 @@ def test_work_counters_grow_with_table_size():
     large.matching(pub)
     assert small.work.match_predicates == 10 and large.work.match_predicates == 1000
     assert large.work.match_entries == 1000 and large.work.match_queries == 1
+
+
+def test_answers_stay_exact_when_string_codes_are_renumbered():
+    """Words squeezed ever closer exhaust the float gaps; every column must be re-encoded."""
+    words = ["a", "m"] + ["l" + "z" * depth for depth in range(70)]
+    index = FilterIndex()
+    entries = []
+    for i, word in enumerate(words):
+        for text in (f"[s,eq,'{word}']", f"[s,str-ge,'{word}']", f"[s,str-prefix,'{word}']"):
+            entries.append(parse_filter(text))
+            index.add(len(entries) - 1, entries[-1])
+    assert index.vocabulary.version > 0
+    for word in words + ["lzzzq", "b", ""]:
+        pub = parse_publication(f"[s,'{word}']")
+        assert index.matching(pub) == [k for k, f in enumerate(entries) if matches(f, pub)]
+        query = parse_filter(f"[s,str-le,'{word}']")
+        assert index.covered_by(query) == [k for k, f in enumerate(entries) if covers(query, f)]
+        assert index.intersected_by(query) == [k for k, f in enumerate(entries) if intersects(query, f)]
