@@ -1,10 +1,11 @@
 """Runs a scenario: places brokers on hosts, drives conservative time windows, writes the run.
 
-With one host there is no window to respect, so the coordinator advances in chunks of one
-sampling interval (for the progress bar). With several, a window is as long as the smallest
+The coordinator advances in chunks of one sampling interval of virtual time (for the
+progress bar), skipping idle stretches by starting each chunk at the earliest pending event
+anywhere. Within a chunk, several hosts run conservative windows as long as the smallest
 latency a cross-host message can have (any broker may open a link to any other, so that is
-the smallest of the default latency and every link's), and idle stretches are skipped by
-starting the next window at the earliest pending event anywhere.
+the smallest of the default latency and every link's); Ray hosts exchange their batches
+directly between windows, without the coordinator.
 """
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def _host_count(spec: RunSpec, address: str | None) -> int:
 
 def _window(spec: RunSpec, hosts: int) -> int:
     if hosts <= 1:
-        return spec.settings.sample_interval
+        return spec.settings.sample_interval  # nothing crosses hosts: a window per chunk
     latencies = [spec.settings.default_latency]
     latencies += [d["latency_us"] for _, _, d in spec.graph.edges(data=True) if d.get("latency_us") is not None]
     return min(latencies)
@@ -152,33 +153,32 @@ class _LocalTransport:
         self.incoming = [[r[1 + d] for r in results if r[1 + d]] for d in range(len(self.hosts))]
         return [r[0] for r in results]
 
+    def run_chunk(self, start: float, stop: int, window: int) -> list[Status]:
+        statuses = self.status()
+        while start < stop:
+            statuses = self.run_window(min(int(start) + window, stop))
+            start = min(min(s.next_time, s.next_outgoing) for s in statuses)
+        return statuses
+
     def finish(self, end: int) -> list[Status]:
         return [h.finish(end) for h in self.hosts]
 
 
 class _RayTransport:
-    """Hosts as Ray actors; batches move between them as object references."""
+    """Hosts as Ray actors that exchange their batches directly (see ``BrokerHost.run_chunk``)."""
 
     def __init__(self, specs: list[HostSpec], ray) -> None:
         self.ray = ray
-        remote = ray.remote(BrokerHost).options(num_cpus=0, scheduling_strategy="SPREAD")
+        # two threads per host: one runs windows while the other takes peers' deliveries
+        remote = ray.remote(BrokerHost).options(num_cpus=0, max_concurrency=2, scheduling_strategy="SPREAD")
         self.actors = [remote.remote(s) for s in specs]
-        self.incoming: list[list] = [[] for _ in self.actors]
+        ray.get([a.connect.remote(self.actors) for a in self.actors])
 
     def status(self) -> list[Status]:
         return self.ray.get([a.status.remote() for a in self.actors])
 
-    def run_window(self, until: int) -> list[Status]:
-        n = len(self.actors)
-        if n == 1:
-            return [self.ray.get(self.actors[0].run_window.remote(until))[0]]
-        refs = [
-            a.run_window.options(num_returns=n + 1).remote(until, *self.incoming[h])
-            for h, a in enumerate(self.actors)
-        ]
-        statuses = self.ray.get([r[0] for r in refs])
-        self.incoming = [[refs[s][1 + d] for s in range(n) if d in statuses[s].destinations] for d in range(n)]
-        return statuses
+    def run_chunk(self, start: float, stop: int, window: int) -> list[Status]:
+        return self.ray.get([a.run_chunk.remote(start, stop, window) for a in self.actors])
 
     def finish(self, end: int) -> list[Status]:
         return self.ray.get([a.finish.remote(end) for a in self.actors])
@@ -208,16 +208,17 @@ def _transport(spec: RunSpec, run_dir: Path, hosts: int, placement, address):
 
 def _drive(spec: RunSpec, transport, window: int, started: float, progress: bool | None):
     end = spec.duration_us if spec.duration_us is not None else float("inf")
+    chunk = spec.settings.sample_interval
     bar = _progress_bar(spec, progress)
     statuses = transport.status()
     while True:
         start = min(min(s.next_time for s in statuses), min(s.next_outgoing for s in statuses))
         if start >= end:
             break
-        until = min(int(start) + window, end)
-        statuses = transport.run_window(until)
+        stop = min(int(start) + chunk, end)
+        statuses = transport.run_chunk(start, stop, window)
         if bar is not None:
-            _update_bar(bar, until, statuses, started)
+            _update_bar(bar, stop, statuses, started)
     final = spec.duration_us if spec.duration_us is not None else max(s.last_event_t for s in statuses)
     statuses = transport.finish(final)
     if bar is not None:

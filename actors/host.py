@@ -1,14 +1,16 @@
 """A broker host: one engine and its result writer, run in-process or as a Ray actor.
 
-Hosts advance in conservative windows driven by the coordinator. ``run_window`` takes the
-batches other hosts sent to this one, processes every event before ``until``, and returns a
-small status plus one batch per destination host; under Ray the batches are separate return
-objects that the coordinator hands on by reference, so their contents go host to host
-through the object store.
+Hosts advance in conservative windows. ``run_window`` takes the batches other hosts sent to
+this one, processes every event before ``until``, and returns a small status plus one batch
+per destination host. Under Ray, ``run_chunk`` runs many windows without the coordinator:
+after each window a host sends every peer its batch and status directly (``deliver``), waits
+for theirs, and computes the next window's start from the same statuses as every other
+host, so all hosts walk the same windows and the coordinator only sees chunk boundaries.
 """
 from __future__ import annotations
 
 import pickle
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +57,10 @@ class BrokerHost:
         for injection in spec.injections:
             self.engine.inject(injection.t_us, injection.broker, injection.seq, injection.message)
         spec.injections = []
+        self.peers: list = []
+        self.window_number = 0
+        self.inbox: dict[int, dict[int, tuple]] = {}
+        self.arrived = threading.Condition()
 
     def status(self, outbox: dict | None = None) -> Status:
         outbox = outbox or {}
@@ -72,6 +78,37 @@ class BrokerHost:
         outbox = self.engine.take_outbox()
         return (self.status(outbox), *[outbox.get(h, []) for h in range(self.spec.hosts)])
 
+    def connect(self, peers: list) -> None:
+        """Actor handles of every host, indexed by host number (this host's own is unused)."""
+        self.peers = peers
+
+    def deliver(self, window: int, sender: int, batch: list, status: Status) -> None:
+        """A peer's batch and status after its window number ``window`` (called by peers)."""
+        with self.arrived:
+            self.inbox.setdefault(window, {})[sender] = (batch, status)
+            self.arrived.notify_all()
+
+    def run_chunk(self, start: float, stop: int, window: int) -> Status:
+        """Run windows from ``start`` until the next one would begin at or after ``stop``."""
+        others = [h for h in range(self.spec.hosts) if h != self.spec.host]
+        status = self.status()
+        while start < stop:
+            status, *batches = self.run_window(min(int(start) + window, stop))
+            number = self.window_number
+            self.window_number += 1
+            for host in others:
+                self.peers[host].deliver.remote(number, self.spec.host, batches[host], status)
+            with self.arrived:
+                self.arrived.wait_for(lambda: len(self.inbox.get(number, ())) == len(others))
+                received = self.inbox.pop(number, {})
+            statuses = [status]
+            for host in sorted(received):
+                batch, peer_status = received[host]
+                self.engine.receive(batch)
+                statuses.append(peer_status)
+            start = min(min(s.next_time, s.next_outgoing) for s in statuses)
+        return self.status()
+
     def finish(self, end: int) -> Status:
         self.engine.finish(end)
         self.writer.flush()
@@ -80,10 +117,10 @@ class BrokerHost:
     def snapshot(self) -> bytes:
         """The host's state at a window boundary; results so far are committed first."""
         epoch = self.writer.next_epoch()
-        return pickle.dumps((epoch, self.engine.__dict__ | {"writer": None}))
+        return pickle.dumps((epoch, self.window_number, self.engine.__dict__ | {"writer": None}))
 
     def restore(self, snapshot: bytes) -> None:
-        epoch, state = pickle.loads(snapshot)
+        epoch, self.window_number, state = pickle.loads(snapshot)
         self.writer.discard_after(epoch)
         self.engine.__dict__.update(state)
         self.engine.writer = self.writer
