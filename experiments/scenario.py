@@ -17,7 +17,7 @@ from actors.coordinator import RunSpec
 from actors.costs import load_profile
 from actors.engine import Settings
 from protocols.errors import InputError
-from protocols.stack import PROTOCOL_KEYS
+from protocols.stack import MIXINS, PROTOCOL_KEYS
 from workloads import generators as workload_generators
 from workloads.trace import compile_trace, read_trace
 
@@ -40,7 +40,7 @@ DEFAULTS = {
     "seed": 0,
     "duration": None,
     "topology": {"link": {"latency": "1ms"}},
-    "protocol": {"check_conformance": True},
+    "protocol": {"check_conformance": True, **{key: next(iter(choices)) for key, choices in MIXINS.items()}},
     "runtime": {"hosts": "auto", "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
                 "sample_interval": "1s"},
     "output": {"dir": "runs"},
@@ -155,6 +155,10 @@ def validate(raw: dict, path: Path) -> dict:
                          f"{runtime['mailbox']['overflow']!r}")
     if not isinstance(scenario["protocol"]["check_conformance"], bool):
         raise InputError(f"{path}: protocol.check_conformance: expected true or false")
+    for key, choices in MIXINS.items():
+        if scenario["protocol"][key] not in choices:
+            raise InputError(f"{path}: protocol.{key}: expected one of {', '.join(choices)}, "
+                             f"got {scenario['protocol'][key]!r}")
     return scenario
 
 

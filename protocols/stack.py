@@ -2,13 +2,22 @@
 from __future__ import annotations
 
 from .broker import Broker
+from .covering import ActiveCovering, LazyCovering
 
-PROTOCOL_KEYS = {"check_conformance"}
+# protocol key -> {setting: mixin (None: nothing added)}; the first setting is the default
+MIXINS: dict[str, dict[str, type | None]] = {
+    "covering": {"none": None, "lazy": LazyCovering, "active": ActiveCovering},
+}
+PROTOCOL_KEYS = {"check_conformance", *MIXINS}
 
 
 def broker_class(protocol: dict) -> type[Broker]:
     """The base broker with the scenario's mixins, outermost first."""
-    mixins: list[type] = []
+    mixins = [
+        choices[protocol.get(key, next(iter(choices)))]
+        for key, choices in MIXINS.items()
+    ]
+    mixins = [m for m in mixins if m is not None]
     if not mixins:
         return Broker
     return type("Broker_" + "_".join(m.__name__ for m in mixins), (*mixins, Broker), {})

@@ -37,8 +37,9 @@ def sorted_rows(run_dir, table):
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
 
 
-def test_cli_run_delivers_exactly_what_the_oracle_expects(write_scenario, tmp_path, capsys):
-    path = write_scenario(small_scenario())
+@pytest.mark.parametrize("covering", ["none", "active"])
+def test_cli_run_delivers_exactly_what_the_oracle_expects(write_scenario, tmp_path, capsys, covering):
+    path = write_scenario(small_scenario(protocol={"covering": covering}))
     out = tmp_path / "run"
     assert main(["run", str(path), "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
