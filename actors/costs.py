@@ -38,9 +38,10 @@ class CostModel:
             plan = self._plans[kind] = (base, [(c, k) for c, k in sorted(coefficients.items()) if k])
         return plan
 
-    def service_us(self, kind: str, work: Work) -> int:
+    def service_us(self, kind: str, work: Work, units: int = 1) -> int:
+        """``units`` > 1 for a batch of ``kind`` messages: each pays its base cost."""
         base, terms = self._plan(kind)
-        total = base
+        total = base * units
         for counter, coefficient in terms:
             total += coefficient * getattr(work, counter)
         return max(0, round(total))

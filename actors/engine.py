@@ -168,7 +168,10 @@ class Engine:
         context = _Context(t)
         broker.work.reset()
         broker.handle(arrival.message, arrival.sender, context)
-        service = self.costs.service_us(arrival.message.kind, broker.work)
+        kind, units = arrival.message.kind, 1
+        if kind.endswith("_batch"):  # processed item by item: charged as the items would be
+            kind, units = kind.removesuffix("_batch"), len(arrival.message.items)
+        service = self.costs.service_us(kind, broker.work, units)
         end = t + service
         server = self.servers[arrival.broker]
         server.busy_until, server.busy_since = end, t
@@ -220,7 +223,7 @@ class Engine:
             m = arrival.message
             self.writer.append(
                 "messages", arrival.broker, arrival.sender, m.kind, m.id, arrival.key[0], start, end,
-                arrival.queue_len, sent, dropped, m.cause,
+                arrival.queue_len, sent, dropped, m.cause, len(m.items) if m.kind.endswith("_batch") else None,
             )
 
     def _record_event(self, t: int, broker: str, kind: str, detail: dict) -> None:

@@ -19,6 +19,7 @@ SCHEMAS = {
         ("broker", pa.string()), ("sender", pa.string()), ("kind", pa.string()), ("msg_id", pa.string()),
         ("t_arrive_us", pa.int64()), ("t_start_us", pa.int64()), ("t_end_us", pa.int64()),
         ("queue_len", pa.int32()), ("sent", pa.int32()), ("dropped", pa.bool_()), ("cause", pa.string()),
+        ("batch_size", pa.int32()),
     ]),
     "deliveries": pa.schema([
         ("pub_id", pa.string()), ("sub_id", pa.string()), ("client", pa.string()), ("broker", pa.string()),

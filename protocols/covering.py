@@ -8,8 +8,13 @@ unsubscriptions for) the subscriptions a newly sent one covers. Unsubscribing a 
 subscription releases, as the burst, every withheld subscription it covered that no other
 sent subscription still covers; a subscription covered by two others is released once both
 are gone. Released (un)subscriptions carry the triggering id in ``cause``.
-Deliberate difference: released subscriptions go out most general first (fewest predicates,
-then key), so a released coverer keeps the subscriptions it covers withheld.
+``PackingCovering`` is active covering whose cause-tagged (un)subscriptions for one handled
+message and one neighbour travel as one batch (``sub_batch``/``unsub_batch``), unpacked at
+the receiver and charged there item by item.
+Deliberate differences from PADRES: released subscriptions go out before the unsubscription
+that released them (the neighbour never lacks both, so no publication is lost in between),
+and most general first (fewest predicates, then key), so a released coverer keeps the
+subscriptions it covers withheld.
 
 Per neighbour, ``routed_subs`` (the base broker's) is exactly ``covering_sent`` plus
 ``covering_withheld``.
@@ -46,8 +51,8 @@ class LazyCovering:
             self.covering_withheld[hop].remove(key)
             return
         self.covering_sent[hop].remove(key)
-        super().send_unsubscription(route, hop, ctx)
         self._release(route, hop, ctx)
+        super().send_unsubscription(route, hop, ctx)
 
     def _release(self, removed: Route, hop: str, ctx) -> None:
         """Send the withheld subscriptions ``removed`` covered that nothing sent covers now."""
@@ -70,3 +75,55 @@ class ActiveCovering(LazyCovering):
             sent.remove(key)
             self.covering_withheld[hop].add(key, covered.filter)
             ctx.send(hop, Message("unsub", covered.id, covered.gen, client=covered.client, cause=route.msg.id))
+
+
+class PackingCovering(ActiveCovering):
+    def handle(self, msg: Message, sender, ctx) -> None:
+        packer = _Packer(ctx)
+        super().handle(msg, sender, packer)
+        packer.flush()
+
+    def on_sub_batch(self, msg: Message, sender, ctx) -> None:
+        for item in msg.items:
+            self.handle(item, sender, ctx)
+
+    on_unsub_batch = on_sub_batch
+
+
+class _Packer:
+    """A broker context that holds back a handled message's (un)subscriptions per neighbour
+    and sends them as: released subscriptions (one batch), then the ordinary traffic in
+    order, then the withdrawals (one batch), so a neighbour never lacks a coverer."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.now = ctx.now
+        self.held: dict[str, list[Message]] = {}
+
+    def send(self, destination: str, message: Message) -> None:
+        if message.kind in ("sub", "unsub"):
+            self.held.setdefault(destination, []).append(message)
+        else:
+            self.ctx.send(destination, message)
+
+    def deliver(self, publication, sub_id, client) -> None:
+        self.ctx.deliver(publication, sub_id, client)
+
+    def event(self, kind: str, **detail) -> None:
+        self.ctx.event(kind, **detail)
+
+    def flush(self) -> None:
+        for destination, messages in self.held.items():
+            released = [m for m in messages if m.kind == "sub" and m.cause is not None]
+            withdrawn = [m for m in messages if m.kind == "unsub" and m.cause is not None]
+            ordinary = [m for m in messages if m.cause is None]
+            self._send_batch(destination, "sub_batch", released)
+            for message in ordinary:
+                self.ctx.send(destination, message)
+            self._send_batch(destination, "unsub_batch", withdrawn)
+
+    def _send_batch(self, destination: str, kind: str, messages: list[Message]) -> None:
+        if len(messages) == 1:
+            self.ctx.send(destination, messages[0])
+        elif messages:
+            self.ctx.send(destination, Message(kind, messages[0].cause, items=tuple(messages), cause=messages[0].cause))

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from .broker import Broker
-from .covering import ActiveCovering, LazyCovering
+from .covering import ActiveCovering, LazyCovering, PackingCovering
 
 # protocol key -> {setting: mixin (None: nothing added)}; the first setting is the default
 MIXINS: dict[str, dict[str, type | None]] = {
-    "covering": {"none": None, "lazy": LazyCovering, "active": ActiveCovering},
+    "covering": {"none": None, "lazy": LazyCovering, "active": ActiveCovering, "packing": PackingCovering},
 }
 PROTOCOL_KEYS = {"check_conformance", *MIXINS}
 

@@ -74,7 +74,7 @@ CASES = [
     ("bad edge latency", scenario(topology={"edgelist": "net.edges"}), None, {"net.edges": "B0 B1 fast\nB1 B2\n"},
      "net.edges:1: expected a duration"),
     ("unknown covering", scenario(protocol={"covering": "eager"}), None, {},
-     "protocol.covering: expected one of none, lazy, active, got 'eager'"),
+     "protocol.covering: expected one of none, lazy, active, packing, got 'eager'"),
     ("unknown profile", scenario(runtime={"costs": "cheap"}), None, {}, "runtime.costs: no profile 'cheap'"),
 ]
 

@@ -166,3 +166,20 @@ def test_links_and_brokers_tables(write_scenario, tmp_path):
     brokers = read_table(out, "brokers")
     assert brokers.column("broker").to_pylist() == ["B0", "B1", "B2"]
     assert pc.all(pc.equal(brokers.column("host"), 0)).as_py()
+
+
+def test_packed_burst_is_one_row_charged_per_item(write_scenario, tmp_path):
+    from .test_covering import burst_records
+
+    trace = "\n".join(json.dumps(r) for r in burst_records(10))
+    scenario = small_scenario(topology={"generator": {"name": "line", "n": 4}}, workload={"trace": "ops.jsonl"},
+                              protocol={"covering": "packing"})
+    scenario["runtime"] = {"hosts": 0, "costs": "padres"}
+    out = tmp_path / "run"
+    assert main(["run", str(write_scenario(scenario, {"ops.jsonl": trace})), "--out", str(out)]) == 0
+    messages = read_table(out, "messages").to_pandas()
+    batches = messages[messages.kind == "sub_batch"]
+    assert len(batches) == 3 and (batches.batch_size == 10).all() and (batches.cause == "ROOT").all()
+    assert ((batches.t_end_us - batches.t_start_us) >= 10 * 800).all()  # padres base per subscription
+    assert messages[messages.kind == "pub"].batch_size.isna().all()
+    assert read_table(out, "deliveries").num_rows == 10
