@@ -175,6 +175,7 @@ def _call_generator(spec: dict, registry: dict, where: str, **fixed):
         raise InputError(f"{where}.name: unknown generator {name!r} (known: {', '.join(sorted(registry))})")
     function = registry[name]
     signature = inspect.signature(function)
+    fixed = {k: v for k, v in fixed.items() if k in signature.parameters}
     accepted = [p for p in signature.parameters if p not in fixed]
     for key, value in params.items():
         if key not in accepted:
@@ -226,7 +227,7 @@ def build_workload(scenario: dict, graph, base: Path, path: Path):
     else:
         generated = _call_generator(
             workload["generator"], workload_generators.GENERATORS, f"{path}: workload.generator",
-            brokers=sorted(graph), seed=scenario["seed"],
+            brokers=sorted(graph), graph=graph, seed=scenario["seed"],
         )
         records = [(f"{path}: workload.generator operation {i + 1}", r) for i, r in enumerate(generated)]
     return compile_trace(records, graph)

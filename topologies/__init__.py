@@ -92,3 +92,45 @@ def check_tree(graph: nx.Graph, where: str) -> None:
     if graph.number_of_edges() != graph.number_of_nodes() - 1:
         cycle = nx.find_cycle(graph)
         raise InputError(f"{where}: the overlay must be acyclic; cycle through {' - '.join(a for a, _ in cycle)}")
+
+
+def _enterprise(subscriber_edges: int) -> nx.Graph:
+    """Core brokers A-E in a chain; 18 inner brokers hang off A-D; subscriber edge brokers
+    hang off the inner ones; three publisher edge brokers hang off E. Nodes carry ``role``
+    (core, inner, edge) and ``clients`` (publishers, subscribers, or None: no clients), so
+    subscription traffic funnels along the core toward E."""
+    graph = nx.Graph()
+    core = [f"core-{c}" for c in "ABCDE"]
+    for name in core:
+        graph.add_node(name, role="core", clients=None)
+    nx.add_path(graph, core)
+    inner_per_core = {"core-A": 5, "core-B": 4, "core-C": 4, "core-D": 5}
+    inner = []
+    for parent, count in inner_per_core.items():
+        for _ in range(count):
+            name = f"inner-{len(inner) + 1:02d}"
+            graph.add_node(name, role="inner", clients=None)
+            graph.add_edge(parent, name)
+            inner.append(name)
+    for i in range(subscriber_edges):
+        name = f"edge-{i + 1:02d}"
+        graph.add_node(name, role="edge", clients="subscribers")
+        graph.add_edge(inner[i % len(inner)], name)
+    for i in range(3):
+        name = f"edge-{subscriber_edges + i + 1:02d}"
+        graph.add_node(name, role="edge", clients="publishers")
+        graph.add_edge("core-E", name)
+    return graph
+
+
+@generator("enterprise55")
+def enterprise55() -> nx.Graph:
+    """The 55-broker enterprise overlay of the unsubscription-burst experiments
+    ("Congestion Avoidance with Selective Filter Aggregation..."): 5 core, 18 inner, 32 edge."""
+    return _enterprise(29)
+
+
+@generator("enterprise49")
+def enterprise49() -> nx.Graph:
+    """The 49-broker variant used for the covering-cost measurements: 26 edge brokers."""
+    return _enterprise(23)

@@ -1,0 +1,59 @@
+"""The experiment generators: enterprise overlay shape, covering degree as asked."""
+import pytest
+
+import topologies
+from protocols.index import FilterIndex
+from protocols.language import parse_filter
+from workloads.generators import covering_degree
+
+
+def test_enterprise_shapes():
+    for generate, brokers, edges in ((topologies.enterprise55, 55, 32), (topologies.enterprise49, 49, 26)):
+        graph = generate()
+        roles = [graph.nodes[n]["role"] for n in graph]
+        assert graph.number_of_nodes() == brokers and graph.number_of_edges() == brokers - 1
+        assert roles.count("core") == 5 and roles.count("inner") == 18 and roles.count("edge") == edges
+        publishers = [n for n in graph if graph.nodes[n]["clients"] == "publishers"]
+        assert len(publishers) == 3 and all(set(graph.neighbors(p)) == {"core-E"} for p in publishers)
+        assert all(graph.nodes[n]["clients"] is None for n in graph if graph.nodes[n]["role"] != "edge")
+
+
+def measured_degree(records) -> float:
+    """Average number of subscriptions left uncovered when one root is removed (oracle)."""
+    subs = {r["id"]: parse_filter(r["filter"]) for r in records if r["op"] == "subscribe"}
+    index = FilterIndex()
+    for key, f in subs.items():
+        index.add(key, f)
+    coverers = {key: [k for k in index.covering(f) if k != key] for key, f in subs.items()}
+    roots = [key for key, found in coverers.items() if not found]
+    released = [sum(1 for key, found in coverers.items() if found == [root]) for root in roots]
+    return sum(released) / len(roots)
+
+
+@pytest.mark.parametrize("degree", [10, 30, 50])
+@pytest.mark.parametrize("clustered", [False, True])
+def test_covering_degree_is_what_was_asked(degree, clustered):
+    graph = topologies.enterprise55()
+    records = covering_degree(sorted(graph), graph=graph, subscriptions=40 * (degree + 1), degree=degree,
+                              publications=10, unsubscriptions=5, clustered=clustered)
+    assert abs(measured_degree(records) - degree) <= 0.1 * degree
+    subscribers = {n for n in graph if graph.nodes[n]["clients"] == "subscribers"}
+    assert {r["broker"] for r in records if r["op"] == "subscribe"} <= subscribers
+    home = {r["id"]: r["broker"] for r in records if r["op"] == "subscribe"}
+    spread = {}
+    for sub_id, broker in home.items():
+        spread.setdefault(sub_id.split(".")[0], set()).add(broker)
+    if clustered:  # each root's family stays on a cluster of at most 4 edge brokers around it
+        assert all(len(brokers) <= 4 and home[root] in brokers for root, brokers in spread.items())
+    else:
+        assert max(len(brokers) for brokers in spread.values()) > 4
+
+
+def test_unsubscriptions_remove_roots_after_the_tables_are_built():
+    graph = topologies.enterprise55()
+    records = covering_degree(sorted(graph), graph=graph, subscriptions=310, degree=30, publications=10,
+                              unsubscriptions=4, unsubscribe_after=5.0)
+    last_subscribe = max(r["t"] for r in records if r["op"] == "subscribe")
+    unsubscribes = [r for r in records if r["op"] == "unsubscribe"]
+    assert len(unsubscribes) == 4 and all(r["id"].startswith("R") and "." not in r["id"] for r in unsubscribes)
+    assert min(r["t"] for r in unsubscribes) == pytest.approx(last_subscribe + 5.0)
