@@ -131,7 +131,9 @@ class Engine:
             heapq.heappush(self.heap, (arrival.key, arrival))
 
     def next_time(self) -> float:
-        return self.heap[0][0][0] if self.heap else float("inf")
+        """The earliest pending event; a due sample counts while anything is pending, so no
+        window skips past it (broker ticks run at samples and may send across hosts)."""
+        return min(self.heap[0][0][0], self.next_sample) if self.heap else float("inf")
 
     # ------------------------------------------------------------------ running
 
