@@ -20,7 +20,6 @@ from pathlib import Path
 
 import networkx as nx
 
-from protocols.errors import InputError
 from workloads.trace import Injection
 
 from .costs import CostModel

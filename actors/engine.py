@@ -257,7 +257,7 @@ class Engine:
         """Close the run at ``end``: the last samples, and rows for messages still waiting."""
         self._sample_until(end)
         self.sample(end)
-        for name, server in self.servers.items():
+        for server in self.servers.values():
             waiting = list(server.queue) + [a for _, a in sorted(server.blocked)]
             for arrival in waiting:
                 self._record_message(arrival, None, None, 0, dropped=False)

@@ -113,7 +113,7 @@ def test_answers_stay_exact_when_string_codes_are_renumbered():
     words = ["a", "m"] + ["l" + "z" * depth for depth in range(70)]
     index = FilterIndex()
     entries = []
-    for i, word in enumerate(words):
+    for word in words:
         for text in (f"[s,eq,'{word}']", f"[s,str-ge,'{word}']", f"[s,str-prefix,'{word}']"):
             entries.append(parse_filter(text))
             index.add(len(entries) - 1, entries[-1])
