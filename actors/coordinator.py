@@ -233,9 +233,11 @@ def _progress_bar(spec: RunSpec, progress: bool | None):
         return None
     from tqdm import tqdm
 
-    total = spec.duration_us / 1e6 if spec.duration_us is not None else None
-    return tqdm(total=total, unit="s", desc=f"{spec.name} (simulated)", file=sys.stderr,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total_fmt}s [wall {elapsed}] {postfix}")
+    if spec.duration_us is None:  # runs until idle: no total to measure against
+        return tqdm(total=None, desc=spec.name, file=sys.stderr,
+                    bar_format="{desc}: {n:.1f} s simulated [wall {elapsed}{postfix}]")
+    return tqdm(total=spec.duration_us / 1e6, desc=spec.name, file=sys.stderr,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total_fmt} s simulated [wall {elapsed}{postfix}]")
 
 
 def _update_bar(bar, until: float, statuses: list[Status], started: float) -> None:

@@ -6,6 +6,7 @@ no traceback, nothing written), 1 on a run that failed after starting.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -62,6 +63,8 @@ def _run(args) -> int:
 
     spec = resolve(args.scenario, args.overrides)
     run_dir = _run_directory(args, spec)
+    for stop in (signal.SIGTERM, signal.SIGHUP):  # so the manifest records status "failed"
+        signal.signal(stop, lambda number, frame: sys.exit(f"run stopped by {signal.Signals(number).name}"))
     try:
         manifest = run(spec, run_dir, address=args.address)
     except Exception as exc:

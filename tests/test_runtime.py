@@ -183,3 +183,26 @@ def test_packed_burst_is_one_row_charged_per_item(write_scenario, tmp_path):
     assert ((batches.t_end_us - batches.t_start_us) >= 10 * 800).all()  # padres base per subscription
     assert messages[messages.kind == "pub"].batch_size.isna().all()
     assert read_table(out, "deliveries").num_rows == 10
+
+
+def test_a_run_stopped_by_sigterm_is_recorded_as_failed(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .conftest import PROJECT_ROOT
+
+    scenario = PROJECT_ROOT / "experiments" / "scenarios" / "unsub_burst_active.yaml"
+    out = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "experiments.cli", "run", str(scenario), "--out", str(out),
+                                "--set", "runtime.hosts=0"], cwd=PROJECT_ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "manifest.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 1
+    assert "run stopped by SIGTERM" in process.stderr.read()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "SIGTERM" in manifest["error"]
