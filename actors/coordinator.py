@@ -24,7 +24,7 @@ from workloads.trace import Injection
 
 from .costs import CostModel
 from .engine import Settings
-from .host import BrokerHost, HostSpec, Status
+from .host import BrokerHost, HostSpec, Status, next_window_start
 from .partition import partition
 from .results import write_manifest, write_table
 
@@ -156,7 +156,7 @@ class _LocalTransport:
         statuses = self.status()
         while start < stop:
             statuses = self.run_window(min(int(start) + window, stop))
-            start = min(min(s.next_time, s.next_outgoing) for s in statuses)
+            start = next_window_start(statuses)
         return statuses
 
     def finish(self, end: int) -> list[Status]:
@@ -183,14 +183,19 @@ class _RayTransport:
         return self.ray.get([a.finish.remote(end) for a in self.actors])
 
 
+def ray_runtime_env() -> dict:
+    """Lets Ray workers import this project even when it runs from a checkout, not installed."""
+    pythonpath = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
+    return {"env_vars": {"PYTHONPATH": pythonpath}}
+
+
 def _ray(address: str | None):
     import ray
 
     if not ray.is_initialized():
-        pythonpath = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
         ray.init(
             address=address, include_dashboard=False, configure_logging=True, logging_level="WARNING",
-            log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": pythonpath}},
+            log_to_driver=False, runtime_env=ray_runtime_env(),
         )
     return ray
 
@@ -211,7 +216,7 @@ def _drive(spec: RunSpec, transport, window: int, started: float, progress: bool
     bar = _progress_bar(spec, progress)
     statuses = transport.status()
     while True:
-        start = min(min(s.next_time for s in statuses), min(s.next_outgoing for s in statuses))
+        start = next_window_start(statuses)
         if start >= end:
             break
         stop = min(int(start) + chunk, end)

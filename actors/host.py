@@ -47,6 +47,11 @@ class Status:
     last_event_t: int
 
 
+def next_window_start(statuses: list[Status]) -> float:
+    """The earliest pending event anywhere, counting messages still on their way between hosts."""
+    return min(min(s.next_time, s.next_outgoing) for s in statuses)
+
+
 class BrokerHost:
     def __init__(self, spec: HostSpec) -> None:
         self.spec = spec
@@ -106,7 +111,7 @@ class BrokerHost:
                 batch, peer_status = received[host]
                 self.engine.receive(batch)
                 statuses.append(peer_status)
-            start = min(min(s.next_time, s.next_outgoing) for s in statuses)
+            start = next_window_start(statuses)
         return self.status()
 
     def finish(self, end: int) -> Status:

@@ -1,4 +1,3 @@
-import os
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,11 @@ def ray_session():
     """One local Ray instance shared by every test of the session."""
     import ray
 
+    from actors.coordinator import ray_runtime_env
+
     if not ray.is_initialized():
-        pythonpath = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-                 runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
+                 runtime_env=ray_runtime_env())
     yield ray
 
 
