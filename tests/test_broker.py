@@ -4,24 +4,16 @@ import random
 import networkx as nx
 import pytest
 
+import topologies
 from workloads.generators import random_mix
 
 from .oracle import Pump, expected_deliveries
 
 
-def random_tree(n: int, seed: int) -> nx.Graph:
-    rng = random.Random(seed)
-    graph = nx.Graph()
-    graph.add_node("B0")
-    for i in range(1, n):
-        graph.add_edge(f"B{i}", f"B{rng.randrange(i)}")
-    return graph
-
-
 OVERLAYS = {
-    "line": lambda n, s: nx.relabel_nodes(nx.path_graph(n), lambda i: f"B{i}"),
-    "star": lambda n, s: nx.relabel_nodes(nx.star_graph(n - 1), lambda i: f"B{i}"),
-    "tree": random_tree,
+    "line": lambda n, seed: topologies.line(n),
+    "star": lambda n, seed: topologies.star(n),
+    "tree": topologies.random_tree,
 }
 
 
@@ -39,7 +31,7 @@ def test_deliveries_equal_oracle(shape, seed):
 
 
 def test_tables_empty_after_everything_is_withdrawn():
-    graph = random_tree(20, 1)
+    graph = topologies.random_tree(20, 1)
     records = random_mix(sorted(graph), seed=4, operations=200)
     held_subs = {r["id"]: r["client"] for r in records if r["op"] == "subscribe"}
     held_advs = {r["id"]: r["client"] for r in records if r["op"] == "advertise"}

@@ -2,11 +2,13 @@
 import networkx as nx
 import pytest
 
+import topologies
+
 from workloads.generators import random_mix
 from workloads.trace import compile_trace
 
 from .oracle import Pump, expected_deliveries
-from .test_broker import OVERLAYS, random_tree
+from .test_broker import OVERLAYS
 
 
 @pytest.mark.parametrize("mode", ["lazy", "active", "packing"])
@@ -87,7 +89,7 @@ def test_released_subscriptions_name_their_cause():
 
 
 def test_covering_shrinks_routing_tables():
-    graph = random_tree(30, 3)
+    graph = topologies.random_tree(30, 3)
     records = [r for r in random_mix(sorted(graph), seed=5, operations=600, subscribers=30, moves=False)
                if r["op"] != "unsubscribe"]
     sizes = {}
