@@ -112,6 +112,13 @@ class Vocabulary:
         return code
 
 
+def _grown(array: np.ndarray, size: int, keep: int) -> np.ndarray:
+    """A zeroed copy of ``array`` with room for ``size`` items, its first ``keep`` kept."""
+    grown = np.zeros(size, array.dtype)
+    grown[:keep] = array[:keep]
+    return grown
+
+
 class _Arena:
     """The cells of every column of one index, in parallel arrays; columns are segments."""
 
@@ -127,10 +134,7 @@ class _Arena:
         if self.used + capacity > len(self.slots):
             size = max(2 * len(self.slots), self.used + capacity)
             for name in ("slots", "lo", "hi", "bits"):
-                old = getattr(self, name)
-                grown = np.zeros(size, old.dtype)
-                grown[: self.used] = old[: self.used]
-                setattr(self, name, grown)
+                setattr(self, name, _grown(getattr(self, name), size, self.used))
         start = self.used
         self.used += capacity
         return start
@@ -230,9 +234,7 @@ class FilterIndex:
         if slot == len(self._n_attrs):
             for name in ("_n_attrs", "_residual", "_unsat", "_counts", "_flags"):
                 old = getattr(self, name)
-                grown = np.zeros(2 * len(old), old.dtype)
-                grown[: len(old)] = old
-                setattr(self, name, grown)
+                setattr(self, name, _grown(old, 2 * len(old), len(old)))
         return slot
 
     def _column_for(self, attr: str, c: Constraint) -> _Column:
@@ -271,7 +273,7 @@ class FilterIndex:
         i = column.start + column.size
         lo, lo_open, hi, hi_open = self._bounds(c)
         arena.slots[i], arena.lo[i], arena.hi[i] = slot, lo, hi
-        arena.bits[i] = lo_open * kernels.LO_OPEN | hi_open * kernels.HI_OPEN | c.residual * kernels.RESIDUAL
+        arena.bits[i] = kernels.cell_bits(lo_open, hi_open, c.residual)
         column.position[slot] = column.size
         column.size += 1
 
@@ -327,7 +329,7 @@ class FilterIndex:
         starts, sizes, qlo, qhi, qbits = [], [], [], [], []
         for attr, type_, bounds, probe_residual, query in probes:
             low, low_open, high, high_open = bounds if len(bounds) == 4 else (bounds[0], False, bounds[0], False)
-            flags = low_open * kernels.LO_OPEN | high_open * kernels.HI_OPEN | probe_residual * kernels.RESIDUAL
+            flags = kernels.cell_bits(low_open, high_open, probe_residual)
             for column in self._segments(attr, type_, test, query):
                 starts.append(column.start)
                 sizes.append(column.size)

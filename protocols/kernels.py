@@ -17,6 +17,11 @@ LO_OPEN, HI_OPEN, RESIDUAL = 1, 2, 4
 POINT, CONTAINS, WITHIN, OVERLAP = 0, 1, 2, 3
 
 
+def cell_bits(lo_open: bool, hi_open: bool, residual: bool) -> int:
+    """The ``bits`` of a cell (or of a query bound): which ends are open, residual conditions."""
+    return lo_open * LO_OPEN | hi_open * HI_OPEN | residual * RESIDUAL
+
+
 @njit(cache=True, nogil=True)
 def _probe(test, counts, flags, slots, lo, hi, bits, start, stop, qlo, qhi, qbits):
     qlo_open = (qbits & LO_OPEN) != 0
