@@ -170,10 +170,10 @@ class Engine:
         context = _Context(t)
         broker.work.reset()
         broker.handle(arrival.message, arrival.sender, context)
-        kind, units = arrival.message.kind, 1
-        if kind.endswith("_batch"):  # processed item by item: charged as the items would be
-            kind, units = kind.removesuffix("_batch"), len(arrival.message.items)
-        service = self.costs.service_us(kind, broker.work, units)
+        cost_kind, units = arrival.message.kind, 1
+        if cost_kind.endswith("_batch"):  # processed item by item: charged as the items would be
+            cost_kind, units = cost_kind.removesuffix("_batch"), len(arrival.message.items)
+        service = self.costs.service_us(cost_kind, broker.work, units)
         end = t + service
         server = self.servers[arrival.broker]
         server.busy_until, server.busy_since = end, t

@@ -41,7 +41,6 @@ class HostSpec:
 class Status:
     next_time: float  # earliest pending local event
     next_outgoing: float  # earliest arrival among messages just sent to other hosts
-    destinations: list[int]  # hosts with a non-empty batch from this window
     arrivals: int
     largest_queue: int
     last_event_t: int
@@ -72,8 +71,7 @@ class BrokerHost:
         next_outgoing = min((a.key[0] for batch in outbox.values() for a in batch), default=float("inf"))
         engine = self.engine
         return Status(
-            engine.next_time(), next_outgoing, sorted(outbox), engine.arrivals, engine.largest_queue(),
-            engine.last_event_t,
+            engine.next_time(), next_outgoing, engine.arrivals, engine.largest_queue(), engine.last_event_t,
         )
 
     def run_window(self, until: int, *batches):

@@ -23,6 +23,7 @@ Hooks protocols override (and extend with ``super()``):
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -55,7 +56,7 @@ class Route:
 
     msg: Message
     last_hop: str | None  # None: a local client
-    toward: dict[str, int] = field(default_factory=dict)
+    toward: Counter = field(default_factory=Counter)
 
 
 class Broker:
@@ -104,7 +105,7 @@ class Broker:
         if sender is not None:
             for key in self.prt.intersected_by(msg.filter):
                 route = self.subs[key]
-                route.toward[sender] = route.toward.get(sender, 0) + 1
+                route.toward[sender] += 1
                 if route.last_hop != sender:
                     self._route_subscription(route, sender, ctx)
 
@@ -135,7 +136,7 @@ class Broker:
         for key in self.srt.intersecting(msg.filter):
             hop = self.advs[key].last_hop
             if hop is not None:
-                route.toward[hop] = route.toward.get(hop, 0) + 1
+                route.toward[hop] += 1
         self.prt.add(msg.key, msg.filter)
         self.subs[msg.key] = route
         for hop in self.subscription_next_hops(route):
