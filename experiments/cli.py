@@ -26,6 +26,12 @@ def _parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check a scenario without running it")
     validate.add_argument("scenario", type=Path)
     validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    analyze = commands.add_parser("analyze", help="turn run directories into metric tables, plots and a report (Spark)")
+    analyze.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
+    analyze.add_argument("--out", type=Path, default=Path("report"), help="report directory (default: report)")
+    analyze.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the run)")
+    analyze.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    analyze.add_argument("--driver-memory", default="4g", help="Spark driver memory (default: 4g)")
     calibrate = commands.add_parser("calibrate", help="time this machine's index and fit a cost profile")
     calibrate.add_argument("--out", type=Path, default=Path("calibrated.yaml"))
     calibrate.add_argument("--sizes", default="1000,4000,16000", help="routing-table sizes to time")
@@ -35,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "validate": _validate, "calibrate": _calibrate}[args.command](args)
+        return {"run": _run, "validate": _validate, "analyze": _analyze, "calibrate": _calibrate}[args.command](args)
     except InputError as exc:
         print(f"pubsub-emu: error: {exc}", file=sys.stderr)
         return 2
@@ -85,6 +91,27 @@ def _validate(args) -> int:
     print(f"{args.scenario}: valid: {spec.graph.number_of_nodes()} brokers, {len(spec.injections)} operations, "
           f"duration {duration}, hosts {spec.hosts}, costs {spec.costs.name}")
     return 0
+
+
+def _analyze(args) -> int:
+    """Run ``analysis/job.py`` with the spark-submit that ships with pyspark, in its own process."""
+    import importlib.util
+    import subprocess
+
+    import analysis.job
+    from analysis.runs import RunError, check_runs
+
+    try:
+        check_runs(args.runs)  # fail fast, before a JVM starts
+    except RunError as exc:
+        raise InputError(str(exc)) from None
+    spark_home = Path(importlib.util.find_spec("pyspark").submodule_search_locations[0])
+    command = [str(spark_home / "bin" / "spark-submit"), "--master", args.master,
+               "--driver-memory", args.driver_memory, "--conf", "spark.log.level=WARN",
+               analysis.job.__file__, *map(str, args.runs), "--out", str(args.out)]
+    if args.bucket is not None:
+        command += ["--bucket", str(args.bucket)]
+    return subprocess.run(command).returncode
 
 
 def _calibrate(args) -> int:

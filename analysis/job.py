@@ -1,0 +1,144 @@
+"""The analysis job: turns one or several run directories into metric tables, plots and a report.
+
+    spark-submit analysis/job.py RUN_DIR [RUN_DIR ...] --out REPORT_DIR [--bucket SECONDS]
+
+Runs with any Spark master (``local[*]`` when none is given) and never imports Ray. Writes
+``REPORT_DIR/tables/<metric>/`` (Parquet, one folder per metric), ``*.png``, ``summary.csv``
+and ``report.md``. Exit status 2 when a path is not a complete run directory.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the project importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyarrow.parquet as pq  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from analysis import metrics, plots  # noqa: E402
+from analysis.report import write_report  # noqa: E402
+from analysis.runs import RunError, check_runs, read_tables  # noqa: E402
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="analysis/job.py", description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--out", type=Path, default=Path("report"), help="report directory (default: report)")
+    parser.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the longest run)")
+    return parser
+
+
+def default_bucket_us(runs) -> int:
+    """About a hundred buckets over the longest run, rounded down to 1, 2 or 5 times a power of ten."""
+    target = max(max(r.sim_end_us for r in runs) // 100, 1)
+    scale = 10 ** (len(str(target)) - 1)
+    return max(step * scale for step in (1, 2, 5) if step * scale <= target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        runs = check_runs(args.runs)
+    except RunError as exc:
+        print(f"analysis: error: {exc}", file=sys.stderr)
+        return 2
+    if args.bucket is not None and args.bucket <= 0:
+        print(f"analysis: error: --bucket {args.bucket}: must be positive", file=sys.stderr)
+        return 2
+    bucket_us = default_bucket_us(runs) if args.bucket is None else int(args.bucket * 1_000_000)
+    spark = _spark()
+    try:
+        analyse(spark, runs, args.out, bucket_us)
+    finally:
+        spark.stop()
+    print(args.out / "report.md")
+    return 0
+
+
+def _spark():
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("pubsub-emu analysis")
+    if not SparkConf().contains("spark.master"):
+        builder = builder.master("local[*]")
+    builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
+    spark = builder.config("spark.sql.shuffle.partitions", "8").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def analyse(spark, runs, out: Path, bucket_us: int) -> None:
+    """Compute every metric, write its table, draw the figures and write the report."""
+    tables = metrics.with_publishers(read_tables(spark, runs))
+    tables["samples"] = tables["samples"].cache()
+    per_broker = metrics.forwarding(tables).cache()
+    by_role = metrics.forwarding_by_role(per_broker).cache()
+    peaks = metrics.queue_peaks(tables).cache()
+    by_broker = metrics.messages_by_broker(tables).cache()
+    computed = {
+        "delay_over_time": metrics.delay_over_time(tables, bucket_us),
+        "delay_distribution": metrics.delay_distribution(tables),
+        "delay_by_pair": metrics.delay_by_pair(tables),
+        "queue_over_time": metrics.queue_over_time(tables),
+        "queue_peaks": peaks,
+        "table_size_over_time": metrics.table_size_over_time(tables),
+        "messages_by_broker": by_broker,
+        "broker_load": metrics.broker_load(tables, by_broker, {r.label: r.sim_end_us for r in runs}),
+        "hop_counts": metrics.hop_counts(tables),
+        "throughput": metrics.throughput(tables, bucket_us),
+        "forwarding": per_broker,
+        "forwarding_by_role": by_role,
+        "summary": metrics.summary(tables, runs, by_broker, peaks, by_role),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    collected = {}
+    for name, frame in computed.items():
+        started = time.perf_counter()
+        table = frame.toArrow()
+        folder = out / "tables" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, folder / "part-0.parquet")
+        collected[name] = table.to_pylist()
+        print(f"analysis: {name}: {table.num_rows:,} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    queues = metrics.queue_per_broker(tables)
+    queues.write.mode("overwrite").parquet(str(out / "tables" / "queue_per_broker"))
+    core = _core(metrics.core_order(tables), runs)
+    core_queues = [r.asDict() for r in queues.where(F.col("broker").isin(core)).collect()] if core else []
+    figures = _figures(collected, core_queues, core, [r.label for r in runs], out)
+    write_report(out, runs, collected, figures, bucket_us)
+
+
+def _core(orders: dict[str, list[str]], runs) -> list[str]:
+    """The core order of the first run that has one (runs compared side by side share a topology)."""
+    for run in runs:
+        if orders.get(run.label):
+            return orders[run.label]
+    return []
+
+
+def _figures(c: dict, core_queues: list[dict], core: list[str], labels: list[str], out: Path) -> dict[str, Path]:
+    drawn = {
+        "Delivery delay over time": plots.delay_over_time(c["delay_over_time"], labels, out / "delay_over_time.png"),
+        "Delivery delay distribution": plots.delay_cdf(c["delay_distribution"], labels, out / "delay_cdf.png"),
+        "Core broker input queues": plots.queues_core(core_queues, labels, core, out / "queues_core.png"),
+        "Input queues over all brokers": plots.queues_overall(c["queue_over_time"], labels, out / "queues_overall.png"),
+        "Routing-table size": plots.table_sizes(c["table_size_over_time"], labels, out / "table_size.png"),
+        "Triggered subscriptions along the core": plots.triggered_along_core(
+            c["messages_by_broker"], labels, core, out / "triggered_core.png"),
+        "Messages by kind": plots.messages_by_kind(c["messages_by_broker"], labels, out / "messages_by_kind.png"),
+        "Broker utilisation": plots.utilisation(c["broker_load"], labels, out / "utilisation.png"),
+        "Hop counts": plots.hop_cdf(c["hop_counts"], labels, out / "hops_cdf.png"),
+        "Throughput and traffic": plots.throughput(c["throughput"], labels, out / "throughput.png"),
+        "False positives and pure forwarders": plots.forwarding(
+            c["forwarding_by_role"], labels, out / "forwarding.png"),
+    }
+    return {title: path for title, path in drawn.items() if path is not None}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""The papers' metrics as Spark DataFrame aggregations over the tables of one or several runs.
+
+Every function takes the DataFrames of ``runs.read_tables`` (all runs at once, told apart by
+the ``run`` column) and returns a small aggregated DataFrame; only those are collected.
+Times in results are seconds of virtual time (``*_s``); time buckets are labelled by their
+start. Definitions a reader might wonder about:
+
+- a publication copy is a ``pub`` row of ``messages`` (one per broker it reached, the
+  publisher's own broker included); it is *processed* when the broker served it;
+- a *pure forwarder* copy is a processed copy at a broker that delivered that publication to
+  no local client; *yield* = processed copies that led to a local delivery / all processed;
+- a copy received over the overlay link a->b is a *false positive* when no delivery of that
+  publication happened at any broker beyond the link (b's side of the tree);
+- *drain time* is how long after the peak the largest queue of any broker took to fall back to
+  its level before the first client unsubscription (the burst); null if it never did.
+"""
+from __future__ import annotations
+
+import networkx as nx
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+US = 1_000_000
+QUANTILE_ACCURACY = 1_000  # rank error 0.1%; exact for groups of fewer values
+
+
+def _delay_s():
+    return (F.col("t_deliver_us") - F.col("t_pub_us")) / US
+
+
+def _delay_stats(delay):
+    quantiles = F.percentile_approx(delay, [0.1, 0.5, 0.9], QUANTILE_ACCURACY)
+    return [
+        F.count(F.lit(1)).alias("deliveries"), F.mean(delay).alias("mean_s"),
+        quantiles[0].alias("p10_s"), quantiles[1].alias("p50_s"), quantiles[2].alias("p90_s"),
+        F.max(delay).alias("max_s"),
+    ]
+
+
+def _bucket(column: str, bucket_us: int):
+    return (F.floor(F.col(column) / bucket_us) * bucket_us / US).alias("t_s")
+
+
+def delay_over_time(t: dict, bucket_us: int) -> DataFrame:
+    """Delivery delay per bucket of delivery time."""
+    return t["deliveries"].groupBy("run", _bucket("t_deliver_us", bucket_us)).agg(*_delay_stats(_delay_s()))
+
+
+def delay_distribution(t: dict) -> DataFrame:
+    """Deliveries per delay bin (ten bins per decade, from 1 us) and the cumulative fraction."""
+    exponent = F.floor(F.log10(F.greatest(_delay_s(), F.lit(1e-6))) * 10) / 10
+    counts = t["deliveries"].groupBy("run", F.pow(F.lit(10.0), exponent).alias("delay_s")).count()
+    per_run = Window.partitionBy("run")
+    cumulative = per_run.orderBy("delay_s").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    return counts.withColumn("cdf", F.sum("count").over(cumulative) / F.sum("count").over(per_run))
+
+
+def with_publishers(t: dict) -> dict:
+    """The tables plus ``publishers`` (run, pub_id, publisher_broker): where each publication
+    entered the overlay (cached: several metrics join it)."""
+    m = t["messages"]
+    publishers = (m.where((m.kind == "pub") & m.sender.isNull())
+                  .select("run", F.col("msg_id").alias("pub_id"), F.col("broker").alias("publisher_broker")))
+    return {**t, "publishers": publishers.cache()}
+
+
+def delay_by_pair(t: dict) -> DataFrame:
+    """Delivery delay per (publisher broker, subscriber broker)."""
+    d = t["deliveries"].join(t["publishers"], ["run", "pub_id"], "left")
+    return (d.groupBy("run", "publisher_broker", F.col("broker").alias("subscriber_broker"))
+            .agg(*_delay_stats(_delay_s())))
+
+
+def queue_over_time(t: dict) -> DataFrame:
+    """Mean and largest input queue over all brokers, and the mean over core brokers, per sample."""
+    s = t["samples"].join(t["brokers"].select("run", "broker", "role"), ["run", "broker"], "left")
+    core = F.when(F.col("role") == "core", F.col("queue_len"))
+    return s.groupBy("run", (F.col("t_us") / US).alias("t_s")).agg(
+        F.mean("queue_len").alias("mean_queue"), F.max("queue_len").alias("max_queue"),
+        F.mean(core).alias("mean_core_queue"))
+
+
+def queue_per_broker(t: dict) -> DataFrame:
+    """Every broker's queue at every sample, with its role (large: written, plotted for core only)."""
+    return (t["samples"].join(t["brokers"].select("run", "broker", "role"), ["run", "broker"], "left")
+            .select("run", (F.col("t_us") / US).alias("t_s"), "broker", "role", "queue_len"))
+
+
+def table_size_over_time(t: dict) -> DataFrame:
+    """Mean PRT and SRT size per role (``all``: every broker) per sample; preserved entries too."""
+    s = t["samples"].join(t["brokers"].select("run", "broker", "role"), ["run", "broker"], "left")
+    s = s.withColumn("role", F.coalesce("role", F.lit("none")))
+    sizes = [F.mean("prt_size").alias("mean_prt"), F.mean("srt_size").alias("mean_srt"),
+             F.sum("preserved").alias("preserved")]
+    t_s = (F.col("t_us") / US).alias("t_s")
+    by_role = s.groupBy("run", t_s, "role").agg(*sizes)
+    overall = s.groupBy("run", t_s).agg(*sizes).withColumn("role", F.lit("all"))
+    return by_role.unionByName(overall)
+
+
+def messages_by_broker(t: dict) -> DataFrame:
+    """Per broker and kind: arrived, processed, dropped, triggered (``cause`` set) and items
+    (a batch counts its content)."""
+    m = t["messages"]
+    items = F.coalesce("batch_size", F.lit(1))
+    return m.groupBy("run", "broker", "kind").agg(
+        F.count(F.lit(1)).alias("arrived"),
+        F.count("t_end_us").alias("processed"),
+        F.sum(F.col("dropped").cast("int")).alias("dropped"),
+        F.sum(F.when(m.cause.isNotNull(), items).otherwise(0)).alias("triggered"),
+        F.sum(items).alias("items"),
+    )
+
+
+def broker_load(t: dict, by_broker: DataFrame, sim_end_us: dict[str, int]) -> DataFrame:
+    """Per broker: messages arrived, processed and dropped, busy time, utilisation (busy time
+    over the run's simulated time) and processed messages per simulated second.
+    ``by_broker``: the result of ``messages_by_broker``."""
+    m = by_broker.groupBy("run", "broker").agg(*[F.sum(c).alias(c) for c in ("arrived", "processed", "dropped")])
+    busy = t["samples"].groupBy("run", "broker").agg((F.sum("busy_us") / US).alias("busy_s"))
+    ends = t["brokers"].sparkSession.createDataFrame(
+        [(run, end / US) for run, end in sim_end_us.items()], "run string, sim_end_s double")
+    brokers = t["brokers"].select("run", "broker", "role")
+    load = brokers.join(m, ["run", "broker"], "left").join(busy, ["run", "broker"], "left").join(ends, "run")
+    load = load.fillna(0, ["arrived", "processed", "dropped", "busy_s"])
+    return (load.withColumn("utilisation", F.col("busy_s") / F.col("sim_end_s"))
+            .withColumn("msg_rate_per_s", F.col("processed") / F.col("sim_end_s")).drop("sim_end_s"))
+
+
+def hop_counts(t: dict) -> DataFrame:
+    """Deliveries per overlay hop count, with the cumulative fraction."""
+    counts = t["deliveries"].groupBy("run", "hops").agg(F.count(F.lit(1)).alias("deliveries"))
+    per_run = Window.partitionBy("run")
+    cumulative = per_run.orderBy("hops").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    return counts.withColumn("cdf", F.sum("deliveries").over(cumulative) / F.sum("deliveries").over(per_run))
+
+
+def throughput(t: dict, bucket_us: int) -> DataFrame:
+    """Deliveries and publication copies between brokers per bucket, and their rates per second."""
+    seconds = bucket_us / US
+    deliveries = t["deliveries"].groupBy("run", _bucket("t_deliver_us", bucket_us)).agg(
+        F.count(F.lit(1)).alias("deliveries"))
+    m = t["messages"]
+    copies = m.where((m.kind == "pub") & m.sender.isNotNull()).groupBy("run", _bucket("t_arrive_us", bucket_us)).agg(
+        F.count(F.lit(1)).alias("pub_copies"))
+    both = deliveries.join(copies, ["run", "t_s"], "full").fillna(0, ["deliveries", "pub_copies"])
+    return (both.withColumn("deliveries_per_s", F.col("deliveries") / seconds)
+            .withColumn("pub_copies_per_s", F.col("pub_copies") / seconds))
+
+
+def overlay_positions(links: list[tuple[str, str, str]]) -> list[tuple[str, str, int, int, str | None]]:
+    """(run, broker, tin, tout, parent) of each run's overlay rooted at its smallest broker name:
+    broker x lies beyond the link parent(b) -> b iff tin(b) <= tin(x) <= tout(b). Runs whose
+    overlay is not a tree get no rows (false positives are then unknown)."""
+    by_run: dict[str, nx.Graph] = {}
+    for run, a, b in links:
+        by_run.setdefault(run, nx.Graph()).add_edge(a, b)
+    rows = []
+    for run, graph in sorted(by_run.items()):
+        if not nx.is_tree(graph):
+            continue
+        root = min(graph.nodes)
+        parents = dict(nx.bfs_predecessors(graph, root))
+        order = list(nx.dfs_preorder_nodes(graph, root, sort_neighbors=sorted))
+        tin = {node: i for i, node in enumerate(order)}
+        tout = dict(tin)
+        for node in reversed(order):
+            if node in parents:
+                tout[parents[node]] = max(tout[parents[node]], tout[node])
+        rows += [(run, node, tin[node], tout[node], parents.get(node)) for node in order]
+    return rows
+
+
+def publication_copies(t: dict) -> DataFrame:
+    """Every processed publication copy, flagged ``useful`` (a local delivery at its broker) and
+    ``false_positive`` (received over an overlay link with no delivery beyond it; null for
+    copies from clients or over non-overlay links, or when the overlay is not a tree)."""
+    spark: SparkSession = t["links"].sparkSession
+    links = [(r.run, r.a, r.b) for r in t["links"].select("run", "a", "b").collect()]
+    positions = spark.createDataFrame(overlay_positions(links), "run string, broker string, tin int, tout int, parent string")
+    delivered = t["deliveries"].select("run", "pub_id", "broker").join(F.broadcast(positions), ["run", "broker"], "left")
+    per_pub = delivered.groupBy("run", "pub_id").agg(
+        F.collect_set("broker").alias("brokers"), F.collect_set("tin").alias("tins"))
+    m = t["messages"]
+    copies = (m.where((m.kind == "pub") & m.t_end_us.isNotNull())
+              .select("run", F.col("msg_id").alias("pub_id"), "broker", "sender"))
+    here = positions.select("run", "broker", F.col("tin").alias("b_tin"), F.col("tout").alias("b_tout"),
+                            F.col("parent").alias("b_parent"))
+    there = positions.select("run", F.col("broker").alias("sender"), F.col("tin").alias("a_tin"),
+                             F.col("tout").alias("a_tout"), F.col("parent").alias("a_parent"))
+    copies = (copies.join(F.broadcast(here), ["run", "broker"], "left")
+              .join(F.broadcast(there), ["run", "sender"], "left")
+              .join(per_pub, ["run", "pub_id"], "left"))
+    tins = F.coalesce("tins", F.array().cast("array<int>"))
+    downward = F.exists(tins, lambda x: x.between(F.col("b_tin"), F.col("b_tout")))
+    upward = F.exists(tins, lambda x: (x < F.col("a_tin")) | (x > F.col("a_tout")))
+    beyond = (F.when(F.col("b_parent") == F.col("sender"), downward)
+              .when(F.col("a_parent") == F.col("broker"), upward))
+    return copies.select("run", "pub_id", "broker", "sender",
+                         F.coalesce(F.array_contains("brokers", F.col("broker")), F.lit(False)).alias("useful"),
+                         (~beyond).alias("false_positive"))
+
+
+def forwarding(t: dict) -> DataFrame:
+    """Per broker: processed publication copies, pure-forwarder copies, copies received from
+    brokers and false positives among them."""
+    copies = publication_copies(t)
+    per_broker = copies.groupBy("run", "broker").agg(
+        F.count(F.lit(1)).alias("pub_copies"),
+        F.sum((~F.col("useful")).cast("int")).alias("pure_forward"),
+        F.count("false_positive").alias("received_over_links"),
+        F.sum(F.col("false_positive").cast("int")).alias("false_positives"),
+    )
+    roles = t["brokers"].select("run", "broker", "role")
+    return per_broker.join(roles, ["run", "broker"], "left").fillna(0, ["false_positives"])
+
+
+def forwarding_by_role(per_broker: DataFrame) -> DataFrame:
+    """``forwarding`` summed per role (``all``: every broker), with the fractions."""
+    sums = [F.sum(c).alias(c) for c in ("pub_copies", "pure_forward", "received_over_links", "false_positives")]
+    with_role = per_broker.withColumn("role", F.coalesce("role", F.lit("none")))
+    both = with_role.groupBy("run", "role").agg(*sums).unionByName(
+        with_role.groupBy("run").agg(*sums).withColumn("role", F.lit("all")))
+    return (both.withColumn("pure_forward_fraction", F.col("pure_forward") / F.col("pub_copies"))
+            .withColumn("false_positive_fraction", F.col("false_positives") / F.col("received_over_links")))
+
+
+def queue_peaks(t: dict) -> DataFrame:
+    """Per run: the largest queue of any broker, where and when, the pre-burst level and the
+    drain time (see the module docstring)."""
+    m = t["messages"]
+    burst = m.where((m.kind == "unsub") & m.sender.isNull()).groupBy("run").agg(
+        F.min("t_arrive_us").alias("burst_us"))
+    largest = t["samples"].groupBy("run", "t_us").agg(F.max("queue_len").alias("max_queue"))
+    with_burst = largest.join(burst, "run", "left").withColumn("burst_us", F.coalesce("burst_us", F.lit(0)))
+    baseline = with_burst.groupBy("run").agg(
+        F.coalesce(F.max(F.when(F.col("t_us") < F.col("burst_us"), F.col("max_queue"))), F.lit(0)).alias("pre_burst_queue"))
+    by_peak = Window.partitionBy("run").orderBy(F.desc("queue_len"), "t_us", "broker")
+    peak = (t["samples"].withColumn("rank", F.row_number().over(by_peak)).where("rank = 1")
+            .select("run", F.col("queue_len").alias("peak_queue"), F.col("broker").alias("peak_broker"),
+                    F.col("t_us").alias("peak_us")))
+    after = largest.join(peak, "run").join(baseline, "run")
+    drained = after.where((F.col("t_us") > F.col("peak_us")) & (F.col("max_queue") <= F.col("pre_burst_queue"))) \
+        .groupBy("run").agg(F.min("t_us").alias("drained_us"))
+    return (peak.join(baseline, "run").join(drained, "run", "left")
+            .select("run", "peak_queue", "peak_broker", (F.col("peak_us") / US).alias("t_peak_s"),
+                    "pre_burst_queue",
+                    F.when(F.col("peak_queue") <= F.col("pre_burst_queue"), F.lit(0.0))
+                    .otherwise((F.col("drained_us") - F.col("peak_us")) / US).alias("drain_s")))
+
+
+def core_order(t: dict) -> dict[str, list[str]]:
+    """Per run, the core brokers (role ``core``) in order along the core chain, from the end
+    with the smaller name; sorted by name when the core is not a chain."""
+    core = {(r.run, r.broker) for r in t["brokers"].where(F.col("role") == "core").select("run", "broker").collect()}
+    graphs: dict[str, nx.Graph] = {}
+    for run, broker in sorted(core):
+        graphs.setdefault(run, nx.Graph()).add_node(broker)
+    for r in t["links"].select("run", "a", "b").collect():
+        if (r.run, r.a) in core and (r.run, r.b) in core:
+            graphs[r.run].add_edge(r.a, r.b)
+    order = {}
+    for run, graph in graphs.items():
+        ends = sorted(n for n in graph if graph.degree(n) <= 1)
+        is_chain = nx.is_connected(graph) and nx.is_tree(graph) and max(d for _, d in graph.degree) <= 2
+        order[run] = list(nx.dfs_preorder_nodes(graph, ends[0])) if is_chain else sorted(graph)
+    return order
+
+
+def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: DataFrame) -> DataFrame:
+    """One row per run: the figures the papers compare runs by (``by_broker``, ``peaks`` and
+    ``by_role``: the results of ``messages_by_broker``, ``queue_peaks`` and ``forwarding_by_role``)."""
+    spark = t["messages"].sparkSession
+    d = t["deliveries"].groupBy("run").agg(*_delay_stats(_delay_s()))
+    publications = t["publishers"].groupBy("run").agg(F.count(F.lit(1)).alias("publications"))
+    counts = by_broker.groupBy("run").agg(
+        F.sum("processed").alias("messages_processed"),
+        F.sum(F.when(F.col("kind").isin("sub", "sub_batch"), F.col("triggered")).otherwise(0)).alias("triggered_subs"),
+        F.sum("dropped").alias("dropped"))
+    last = t["samples"].groupBy("run").agg(F.max("t_us").alias("t_us"))
+    final = t["samples"].join(last, ["run", "t_us"]).groupBy("run").agg(
+        F.mean("prt_size").alias("final_mean_prt"), F.sum("preserved").alias("final_preserved"))
+    overall = by_role.where(F.col("role") == "all").select(
+        "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward_fraction",
+        (1 - F.col("pure_forward_fraction")).alias("yield"))
+    info = spark.createDataFrame(
+        [(r.label, str(r.path), int(r.manifest.get("brokers") or 0), r.sim_end_us / US) for r in runs],
+        "run string, path string, brokers int, sim_end_s double")
+    frame = info
+    for part in (counts, publications, d, peaks, final, overall):
+        frame = frame.join(part, "run", "left")
+    return frame.fillna(0, ["deliveries", "publications", "messages_processed", "triggered_subs", "dropped"])

@@ -1,0 +1,237 @@
+"""The report's figures, drawn with matplotlib from the small collected metric tables.
+
+Each function takes rows (dicts) of one metric table, the run labels in the order given on the
+command line (which fixes each run's colour in every figure) and the output path, and returns
+the path written, or None when the runs hold nothing to draw.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
+
+
+def _colours(labels: list[str]) -> dict[str, tuple]:
+    palette = plt.get_cmap("tab10")
+    return {label: palette(i % 10) for i, label in enumerate(labels)}
+
+
+def _series(rows: list[dict], x: str, y: str, **where) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per run, the (x, y) points of the rows matching ``where``, sorted by x."""
+    points = defaultdict(list)
+    for row in rows:
+        if all(row[k] == v for k, v in where.items()) and row[y] is not None:
+            points[row["run"]].append((row[x], row[y]))
+    return {run: tuple(np.array(v) for v in zip(*sorted(p))) for run, p in points.items()}
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _queue_axis(ax) -> None:
+    """Symmetric-log queue axis from zero, at least up to one message."""
+    ax.set_yscale("symlog")
+    ax.set_ylim(0, max(ax.get_ylim()[1], 1))
+
+
+def _lines(ax, labels, series, colours, **style) -> bool:
+    drawn = False
+    for label in labels:
+        if label in series:
+            ax.plot(*series[label], color=colours[label], label=label, **style)
+            drawn = True
+    return drawn
+
+
+def delay_over_time(rows, labels, path: Path):
+    colours = _colours(labels)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    drawn = _lines(ax, labels, _series(rows, "t_s", "mean_s"), colours)
+    for label, (x, y) in _series(rows, "t_s", "max_s").items():
+        ax.plot(x, y, color=colours[label], linestyle=":", linewidth=1)
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set(title="Publication delivery delay (solid: mean, dotted: max)", xlabel="simulated time (s)",
+           ylabel="delay (s)", yscale="log")
+    ax.legend()
+    return _save(fig, path)
+
+
+def delay_cdf(rows, labels, path: Path):
+    colours = _colours(labels)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    series = _series(rows, "delay_s", "cdf")
+    for label in labels:
+        if label in series:
+            ax.step(*series[label], where="post", color=colours[label], label=label)
+    if not series:
+        plt.close(fig)
+        return None
+    ax.set(title="Distribution of delivery delays", xlabel="delay (s)", ylabel="fraction of deliveries",
+           xscale="log", ylim=(0, 1.02))
+    ax.legend()
+    return _save(fig, path)
+
+
+def queues_core(rows, labels, core: list[str], path: Path):
+    """One panel per core broker, in order along the core, runs overlaid."""
+    if not core:
+        return None
+    colours = _colours(labels)
+    fig, axes = plt.subplots(len(core), 1, figsize=(9, 2.2 * len(core)), sharex=True, squeeze=False)
+    for ax, broker in zip(axes[:, 0], core):
+        _lines(ax, labels, _series(rows, "t_s", "queue_len", broker=broker), colours)
+        ax.set(ylabel="queue (msgs)", title=f"input queue of {broker}")
+        _queue_axis(ax)
+    axes[0, 0].legend(fontsize="small")
+    axes[-1, 0].set_xlabel("simulated time (s)")
+    return _save(fig, path)
+
+
+def _time_panels(rows, labels, columns: list[str], shape: tuple[int, int], figsize, **shared):
+    """One panel per column over simulated time, runs overlaid; None when there is nothing."""
+    colours = _colours(labels)
+    fig, axes = plt.subplots(*shape, figsize=figsize, **shared)
+    drawn = [_lines(ax, labels, _series(rows, "t_s", column), colours) for ax, column in zip(axes, columns)]
+    if not any(drawn):
+        plt.close(fig)
+        return None, None
+    axes[0].legend(fontsize="small")
+    return fig, axes
+
+
+def queues_overall(rows, labels, path: Path):
+    fig, axes = _time_panels(rows, labels, ["mean_queue", "max_queue"], (1, 2), (12, 4.5), sharey=True)
+    if fig is None:
+        return None
+    axes[0].set(title="Mean input queue over all brokers", ylabel="queue (msgs)")
+    axes[1].set(title="Largest input queue of any broker")
+    for ax in axes:
+        ax.set(xlabel="simulated time (s)")
+        _queue_axis(ax)
+    return _save(fig, path)
+
+
+def table_sizes(rows, labels, path: Path):
+    roles = sorted({r["role"] for r in rows}, key=lambda role: (role != "all", role))
+    if not roles:
+        return None
+    colours = _colours(labels)
+    fig, axes = plt.subplots(len(roles), 1, figsize=(9, 2.4 * len(roles)), sharex=True, squeeze=False)
+    for ax, role in zip(axes[:, 0], roles):
+        _lines(ax, labels, _series(rows, "t_s", "mean_prt", role=role), colours)
+        ax.set(title=f"routing-table (PRT) size, {'all brokers' if role == 'all' else role + ' brokers'}",
+               ylabel="mean entries")
+    axes[0, 0].legend(fontsize="small")
+    axes[-1, 0].set_xlabel("simulated time (s)")
+    return _save(fig, path)
+
+
+def triggered_along_core(rows, labels, core: list[str], path: Path):
+    """Triggered subscriptions arriving at each core broker, in order along the core."""
+    if not core:
+        return None
+    colours = _colours(labels)
+    triggered = defaultdict(int)
+    for r in rows:
+        if r["kind"] in ("sub", "sub_batch"):
+            triggered[r["run"], r["broker"]] += r["triggered"] or 0
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / len(labels)
+    for i, label in enumerate(labels):
+        heights = [triggered[label, broker] for broker in core]
+        ax.bar(np.arange(len(core)) + i * width, heights, width, color=colours[label], label=label)
+    ax.set_xticks(np.arange(len(core)) + 0.4 - width / 2, core)
+    ax.set(title="Triggered subscriptions received, along the core", xlabel="core broker",
+           ylabel="subscriptions")
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def messages_by_kind(rows, labels, path: Path):
+    kinds = sorted({r["kind"] for r in rows})
+    if not kinds:
+        return None
+    colours = _colours(labels)
+    processed = defaultdict(int)
+    for r in rows:
+        processed[r["run"], r["kind"]] += r["processed"]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / len(labels)
+    for i, label in enumerate(labels):
+        ax.bar(np.arange(len(kinds)) + i * width, [processed[label, k] for k in kinds], width,
+               color=colours[label], label=label)
+    ax.set_xticks(np.arange(len(kinds)) + 0.4 - width / 2, kinds)
+    ax.set(title="Messages processed by kind (all brokers)", xlabel="message kind", ylabel="messages",
+           yscale="log")
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def utilisation(rows, labels, path: Path):
+    colours = _colours(labels)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for label in labels:
+        values = sorted((r["utilisation"] for r in rows if r["run"] == label), reverse=True)
+        if values:
+            ax.plot(np.arange(1, len(values) + 1), values, color=colours[label], label=label, marker=".")
+    ax.set(title="Broker utilisation (busy time / simulated time), brokers ranked",
+           xlabel="broker rank", ylabel="utilisation")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def hop_cdf(rows, labels, path: Path):
+    colours = _colours(labels)
+    series = _series(rows, "hops", "cdf")
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label in labels:
+        if label in series:
+            ax.step(*series[label], where="post", color=colours[label], label=label)
+    ax.set(title="Publication hop counts", xlabel="hops from publisher's broker", ylabel="fraction of deliveries",
+           ylim=(0, 1.02))
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def throughput(rows, labels, path: Path):
+    fig, axes = _time_panels(rows, labels, ["deliveries_per_s", "pub_copies_per_s"], (2, 1), (9, 6), sharex=True)
+    if fig is None:
+        return None
+    axes[0].set(title="Throughput: deliveries to clients", ylabel="deliveries / s")
+    axes[1].set(title="Network traffic: publication copies between brokers", ylabel="copies / s",
+                xlabel="simulated time (s)")
+    return _save(fig, path)
+
+
+def forwarding(rows, labels, path: Path):
+    """False-positive and pure-forwarder fractions per role."""
+    roles = sorted({r["role"] for r in rows}, key=lambda role: (role != "all", role))
+    if not roles:
+        return None
+    colours = _colours(labels)
+    value = {(r["run"], r["role"]): r for r in rows}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / len(labels)
+    for ax, column, title in ((axes[0], "false_positive_fraction", "False-positive publication copies"),
+                              (axes[1], "pure_forward_fraction", "Pure-forwarder publication copies")):
+        for i, label in enumerate(labels):
+            heights = [(value.get((label, role)) or {}).get(column) or 0 for role in roles]
+            ax.bar(np.arange(len(roles)) + i * width, heights, width, color=colours[label], label=label)
+        ax.set_xticks(np.arange(len(roles)) + 0.4 - width / 2, roles)
+        ax.set(title=title, xlabel="broker role", ylabel="fraction of copies")
+    axes[0].legend(fontsize="small")
+    return _save(fig, path)

@@ -1,0 +1,69 @@
+"""``report.md`` and ``summary.csv``: one row per run, the per-role forwarding table and the figures."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+# summary columns shown in the report: (column, heading, format)
+SUMMARY_COLUMNS = [
+    ("run", "run", "{}"),
+    ("brokers", "brokers", "{}"),
+    ("sim_end_s", "simulated (s)", "{:.0f}"),
+    ("publications", "publications", "{:,}"),
+    ("deliveries", "deliveries", "{:,}"),
+    ("mean_s", "mean delay (s)", "{:.3g}"),
+    ("p90_s", "p90 delay (s)", "{:.3g}"),
+    ("max_s", "max delay (s)", "{:.3g}"),
+    ("peak_queue", "peak queue", "{:,}"),
+    ("peak_broker", "at", "{}"),
+    ("drain_s", "drain (s)", "{:.0f}"),
+    ("triggered_subs", "triggered subs", "{:,}"),
+    ("final_mean_prt", "final mean PRT", "{:.1f}"),
+    ("messages_processed", "messages", "{:,}"),
+    ("dropped", "dropped", "{:,}"),
+    ("false_positive_fraction", "false positives", "{:.2%}"),
+    ("pure_forward_fraction", "pure forwarding", "{:.2%}"),
+    ("yield", "yield", "{:.2%}"),
+]
+ROLE_COLUMNS = [
+    ("run", "run", "{}"), ("role", "role", "{}"), ("pub_copies", "copies", "{:,}"),
+    ("false_positives", "false positives", "{:,}"), ("false_positive_fraction", "fraction", "{:.2%}"),
+    ("pure_forward", "pure forwarding", "{:,}"), ("pure_forward_fraction", "fraction", "{:.2%}"),
+]
+
+
+def _cell(value, fmt: str) -> str:
+    if value is None:
+        return "-"
+    try:
+        return fmt.format(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def markdown_table(rows: list[dict], columns) -> str:
+    lines = ["| " + " | ".join(heading for _, heading, _ in columns) + " |",
+             "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(_cell(row.get(c), fmt) for c, _, fmt in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_report(out: Path, runs, collected: dict, figures: dict[str, Path], bucket_us: int) -> None:
+    order = {r.label: i for i, r in enumerate(runs)}
+    summary = sorted(collected["summary"], key=lambda row: order[row["run"]])
+    with open(out / "summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(summary[0]))
+        writer.writeheader()
+        writer.writerows(summary)
+    roles = sorted(collected["forwarding_by_role"], key=lambda r: (order[r["run"]], r["role"] != "all", r["role"]))
+    sections = [
+        "# Run analysis", "",
+        "Runs: " + ", ".join(f"`{r.label}` ({r.path})" for r in runs) + ".",
+        f"Time buckets of {bucket_us / 1e6:g} s. Tables are in `tables/` (Parquet); "
+        "definitions in `analysis/metrics.py`.", "",
+        "## Summary", "", markdown_table(summary, SUMMARY_COLUMNS), "",
+        "## Forwarding by broker role", "", markdown_table(roles, ROLE_COLUMNS), "",
+    ]
+    for title, path in figures.items():
+        sections += [f"## {title}", "", f"![{title}]({path.name})", ""]
+    (out / "report.md").write_text("\n".join(sections))

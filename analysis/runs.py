@@ -1,0 +1,98 @@
+"""Run directories (DESIGN.md sections 7 and 9) as the Spark job reads them.
+
+Checks each directory before Spark starts (a user's mistake is one clear message, exit 2),
+labels each run for the plots, and loads every table of every run into one DataFrame per
+table with a ``run`` column. Tables that gained protocol columns in some runs are merged by
+name; a table a run never wrote (no rows) is empty, not missing.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+# The contract columns of each table (DESIGN.md section 9) in Spark DDL, for tables without rows.
+TABLES = {
+    "messages": "broker string, sender string, kind string, msg_id string, t_arrive_us bigint, "
+                "t_start_us bigint, t_end_us bigint, queue_len int, sent int, dropped boolean",
+    "deliveries": "pub_id string, sub_id string, client string, broker string, t_pub_us bigint, "
+                  "t_deliver_us bigint, hops int",
+    "samples": "t_us bigint, broker string, queue_len int, prt_size int, srt_size int, busy_us bigint",
+    "events": "t_us bigint, broker string, kind string, detail string",
+    "brokers": "broker string, role string, host int",
+    "links": "a string, b string, latency_us bigint",
+}
+# Nullable columns protocols add; a run without them reads them as null.
+PROTOCOL_COLUMNS = {
+    "messages": {"cause": "string", "batch_size": "int"},
+    "samples": {"preserved": "int"},
+}
+
+
+class RunError(Exception):
+    """A path given to the job is not a complete run directory."""
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str  # how plots and tables name the run
+    path: Path
+    manifest: dict
+
+    @property
+    def sim_end_us(self) -> int:
+        return int(self.manifest.get("sim_end_us") or 0)
+
+
+def check_runs(paths: list[Path]) -> list[Run]:
+    """The complete runs at ``paths``, labelled by scenario name (plus directory when names repeat)."""
+    manifests = [_manifest(Path(p)) for p in paths]
+    names = [m.get("name") or Path(p).name for p, m in zip(paths, manifests)]
+    runs = []
+    for path, manifest, name in zip(paths, manifests, names):
+        label = name if names.count(name) == 1 else f"{name} ({Path(path).name})"
+        runs.append(Run(label, Path(path), manifest))
+    labels = [r.label for r in runs]
+    if len(set(labels)) != len(labels):
+        raise RunError(f"the same run directory is given twice: {', '.join(map(str, paths))}")
+    return runs
+
+
+def _manifest(path: Path) -> dict:
+    file = path / "manifest.json"
+    if not path.is_dir():
+        raise RunError(f"{path}: not a directory")
+    if not file.is_file():
+        raise RunError(f"{path}: not a run directory (no manifest.json)")
+    try:
+        manifest = json.loads(file.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunError(f"{file}: not valid JSON: {exc}") from None
+    status = manifest.get("status") if isinstance(manifest, dict) else None
+    if status != "complete":
+        reason = f" ({manifest['error']})" if isinstance(manifest, dict) and manifest.get("error") else ""
+        raise RunError(f"{path}: run status is {status!r}, not 'complete'{reason}")
+    return manifest
+
+
+def read_tables(spark, runs: list[Run]) -> dict:
+    """One DataFrame per table over all ``runs``, with a ``run`` column."""
+    from pyspark.sql import functions as F
+
+    tables = {}
+    for table, ddl in TABLES.items():
+        frames = [_read_table(spark, run.path / table, ddl).withColumn("run", F.lit(run.label)) for run in runs]
+        frame = frames[0]
+        for other in frames[1:]:
+            frame = frame.unionByName(other, allowMissingColumns=True)
+        for column, kind in PROTOCOL_COLUMNS.get(table, {}).items():
+            if column not in frame.columns:
+                frame = frame.withColumn(column, F.lit(None).cast(kind))
+        tables[table] = frame
+    return tables
+
+
+def _read_table(spark, folder: Path, ddl: str):
+    if folder.is_dir() and any(folder.glob("*.parquet")):
+        return spark.read.option("mergeSchema", "true").parquet(str(folder))
+    return spark.createDataFrame([], ddl)

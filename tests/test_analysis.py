@@ -1,0 +1,259 @@
+"""The analysis job, run once with local Spark over three runs, against metrics recomputed here
+with pandas and networkx (a different algorithm for false positives), plus a hand-made run
+whose false positives and pure forwarders are counted by hand."""
+import json
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from actors.coordinator import run
+from actors.results import read_table, write_table
+from analysis.job import default_bucket_us
+from analysis.metrics import overlay_positions
+from analysis.runs import Run
+from experiments.scenario import resolve
+from tests.conftest import PROJECT_ROOT
+
+SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
+BUCKET_S = 10
+
+
+def _hand_made_run(path):
+    """Tree A-B, B-C, B-D. M1 from A reaches B, C, D and is delivered at C only: B->D is a
+    false positive, B a pure forwarder. M2 from C reaches B and A, delivered at A. M3 from D
+    reaches B and nobody wants it: D->B is a false positive."""
+    copies = [("A", None, "M1"), ("B", "A", "M1"), ("C", "B", "M1"), ("D", "B", "M1"),
+              ("C", None, "M2"), ("B", "C", "M2"), ("A", "B", "M2"),
+              ("D", None, "M3"), ("B", "D", "M3")]
+    n = len(copies)
+    write_table(path / "messages" / "part-00000-0000-000000.parquet", "messages", {
+        "broker": [c[0] for c in copies], "sender": [c[1] for c in copies], "kind": ["pub"] * n,
+        "msg_id": [c[2] for c in copies], "t_arrive_us": [1_000_000 * i for i in range(n)],
+        "t_start_us": [1_000_000 * i for i in range(n)], "t_end_us": [1_000_000 * i + 10 for i in range(n)],
+        "queue_len": [0] * n, "sent": [0] * n, "dropped": [False] * n, "cause": [None] * n, "batch_size": [None] * n})
+    write_table(path / "deliveries" / "part-00000-0000-000001.parquet", "deliveries", {
+        "pub_id": ["M1", "M2"], "sub_id": ["S1", "S2"], "client": ["c1", "c2"], "broker": ["C", "A"],
+        "t_pub_us": [0, 4_000_000], "t_deliver_us": [2_000_010, 6_000_010], "hops": [2, 2]})
+    write_table(path / "links" / "part-0.parquet", "links",
+                {"a": ["A", "B", "B"], "b": ["B", "C", "D"], "latency_us": [1000] * 3})
+    write_table(path / "brokers" / "part-0.parquet", "brokers",
+                {"broker": list("ABCD"), "role": ["edge", "core", "edge", "edge"], "host": [0] * 4})
+    (path / "manifest.json").write_text(json.dumps({"name": "hand", "status": "complete", "sim_end_us": 10_000_000,
+                                                    "brokers": 4}))
+
+
+def _drop_protocol_columns(run_dir):
+    """Rewrite a run's messages as a run from before covering added ``cause``/``batch_size``."""
+    for part in (run_dir / "messages").glob("*.parquet"):
+        pq.write_table(pq.read_table(part).drop_columns(["cause", "batch_size"]), part)
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("analysis")
+    runs = {}
+    for mode in ("active", "none"):
+        spec = resolve(SCENARIOS / f"unsub_burst_small_{mode}.yaml", ["duration=120s"])
+        runs[spec.name] = root / mode
+        run(spec, runs[spec.name], progress=False)
+    _drop_protocol_columns(runs["unsub_burst_small_none"])
+    runs["hand"] = root / "hand"
+    _hand_made_run(runs["hand"])
+    out = root / "report"
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "analyze", *map(str, runs.values()), "--out", str(out),
+         "--bucket", str(BUCKET_S), "--driver-memory", "1g"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return runs, out
+
+
+def _metric(out, name) -> pd.DataFrame:
+    return pq.read_table(out / "tables" / name).to_pandas()
+
+
+def _table(run_dir, table) -> pd.DataFrame:
+    return read_table(run_dir, table).to_pandas()
+
+
+def _real_runs(analysed):
+    runs, _ = analysed
+    return {label: path for label, path in runs.items() if label != "hand"}
+
+
+@pytest.mark.slow
+def test_summary_matches_the_run_tables(analysed):
+    runs, out = analysed
+    summary = _metric(out, "summary").set_index("run")
+    for label, path in _real_runs(analysed).items():
+        d, m = _table(path, "deliveries"), _table(path, "messages")
+        delay = (d.t_deliver_us - d.t_pub_us) / 1e6
+        row = summary.loc[label]
+        assert row.deliveries == len(d) > 0
+        assert row.publications == ((m.kind == "pub") & m.sender.isna()).sum()
+        assert row.mean_s == pytest.approx(delay.mean())
+        assert row.max_s == pytest.approx(delay.max())
+        assert row.messages_processed == m.t_end_us.notna().sum()
+        causes = m.cause if "cause" in m else pd.Series([None] * len(m))
+        assert row.triggered_subs == (m.kind.isin(["sub", "sub_batch"]) & causes.notna()).sum()
+        assert row.peak_queue == _table(path, "samples").queue_len.max()
+    assert summary.loc["unsub_burst_small_active"].triggered_subs > 0
+    csv = pd.read_csv(out / "summary.csv")
+    assert sorted(csv.run) == sorted(runs)
+
+
+@pytest.mark.slow
+def test_delay_over_time_per_bucket(analysed):
+    table = _metric(analysed[1], "delay_over_time")
+    for label, path in _real_runs(analysed).items():
+        d = _table(path, "deliveries")
+        d["delay"] = (d.t_deliver_us - d.t_pub_us) / 1e6
+        d["t_s"] = d.t_deliver_us // (BUCKET_S * 1_000_000) * BUCKET_S
+        ours = table[table.run == label].set_index("t_s").sort_index()
+        expected = d.groupby("t_s").delay
+        assert list(ours.index) == list(expected.count().index)
+        assert list(ours.deliveries) == list(expected.count())
+        np.testing.assert_allclose(ours.mean_s, expected.mean())
+        np.testing.assert_allclose(ours.max_s, expected.max())
+        np.testing.assert_allclose(ours.p50_s, expected.apply(lambda x: np.quantile(x, 0.5, method="inverted_cdf")))
+
+
+@pytest.mark.slow
+def test_queues_table_sizes_and_load(analysed):
+    runs, out = analysed
+    queues, sizes, load = (_metric(out, n) for n in ("queue_over_time", "table_size_over_time", "broker_load"))
+    for label, path in _real_runs(analysed).items():
+        s = _table(path, "samples").merge(_table(path, "brokers")[["broker", "role"]], on="broker")
+        s["t_s"] = s.t_us / 1e6
+        ours = queues[queues.run == label].set_index("t_s").sort_index()
+        np.testing.assert_allclose(ours.mean_queue, s.groupby("t_s").queue_len.mean())
+        np.testing.assert_allclose(ours.max_queue, s.groupby("t_s").queue_len.max())
+        core = sizes[(sizes.run == label) & (sizes.role == "core")].set_index("t_s").sort_index()
+        np.testing.assert_allclose(core.mean_prt, s[s.role == "core"].groupby("t_s").prt_size.mean())
+        sim_end = json.loads((path / "manifest.json").read_text())["sim_end_us"]
+        ours_load = load[load.run == label].set_index("broker").sort_index()
+        busy = s.groupby("broker").busy_us.sum() / sim_end
+        np.testing.assert_allclose(ours_load.utilisation, busy.sort_index())
+
+
+@pytest.mark.slow
+def test_messages_hops_and_throughput(analysed):
+    runs, out = analysed
+    by_broker, hops, flow = (_metric(out, n) for n in ("messages_by_broker", "hop_counts", "throughput"))
+    for label, path in _real_runs(analysed).items():
+        m, d = _table(path, "messages"), _table(path, "deliveries")
+        ours = by_broker[by_broker.run == label].set_index(["broker", "kind"]).sort_index()
+        expected = m.groupby(["broker", "kind"])
+        assert list(ours.arrived) == list(expected.size())
+        assert list(ours.processed) == list(expected.t_end_us.count())
+        ours_hops = hops[hops.run == label].set_index("hops").sort_index()
+        assert list(ours_hops.deliveries) == list(d.groupby("hops").size())
+        assert ours_hops.cdf.iloc[-1] == pytest.approx(1.0)
+        copies = m[(m.kind == "pub") & m.sender.notna()]
+        ours_flow = flow[flow.run == label].set_index("t_s")
+        bucket = copies.t_arrive_us // (BUCKET_S * 1_000_000) * BUCKET_S
+        for t_s, count in copies.groupby(bucket).size().items():
+            assert ours_flow.loc[t_s, "pub_copies"] == count
+            assert ours_flow.loc[t_s, "pub_copies_per_s"] == pytest.approx(count / BUCKET_S)
+
+
+def _false_positives_by_components(messages, deliveries, links):
+    """False-positive copies by removing each link and looking at the receiving side."""
+    tree = nx.Graph(list(zip(links.a, links.b)))
+    delivered = deliveries.groupby("pub_id").broker.apply(set).to_dict()
+    count = 0
+    for copy in messages[(messages.kind == "pub") & messages.sender.notna() & messages.t_end_us.notna()].itertuples():
+        cut = tree.copy()
+        cut.remove_edge(copy.sender, copy.broker)
+        beyond = nx.node_connected_component(cut, copy.broker)
+        count += not (delivered.get(copy.msg_id, set()) & beyond)
+    return count
+
+
+@pytest.mark.slow
+def test_forwarding_false_positives_and_pure_forwarders(analysed):
+    runs, out = analysed
+    by_role = _metric(out, "forwarding_by_role").set_index(["run", "role"])
+    hand = by_role.loc[("hand", "all")]
+    assert (hand.pub_copies, hand.received_over_links, hand.false_positives) == (9, 6, 2)
+    # processed copies without a local delivery: all but M1 at C and M2 at A
+    assert hand.pure_forward == 7
+    assert by_role.loc[("hand", "core")].false_positives == 1  # M3 at B, from D
+    for label, path in _real_runs(analysed).items():
+        m, d = _table(path, "messages"), _table(path, "deliveries")
+        expected = _false_positives_by_components(m, d, _table(path, "links"))
+        assert by_role.loc[(label, "all")].false_positives == expected
+        copies = m[(m.kind == "pub") & m.t_end_us.notna()]
+        useful = copies.merge(d[["pub_id", "broker"]].drop_duplicates(), left_on=["msg_id", "broker"],
+                              right_on=["pub_id", "broker"])
+        assert by_role.loc[(label, "all")].pure_forward == len(copies) - len(useful)
+
+
+@pytest.mark.slow
+def test_report_and_plots_exist(analysed):
+    runs, out = analysed
+    report = (out / "report.md").read_text()
+    for label in runs:
+        assert label in report
+    images = sorted(out.glob("*.png"))
+    assert len(images) >= 9 and all(p.stat().st_size > 5000 for p in images)
+    for image in images:
+        assert f"]({image.name})" in report
+
+
+@pytest.mark.slow
+def test_delay_by_pair_uses_the_publishers_broker(analysed):
+    runs, out = analysed
+    pairs = _metric(out, "delay_by_pair")
+    path = runs["unsub_burst_small_active"]
+    m, d = _table(path, "messages"), _table(path, "deliveries")
+    origin = m[(m.kind == "pub") & m.sender.isna()].set_index("msg_id").broker
+    d["publisher_broker"] = d.pub_id.map(origin)
+    ours = pairs[pairs.run == "unsub_burst_small_active"].set_index(["publisher_broker", "subscriber_broker"])
+    expected = d.groupby(["publisher_broker", "broker"]).size()
+    assert ours.deliveries.sort_index().tolist() == expected.sort_index().tolist()
+
+
+def test_overlay_positions_put_subtrees_in_intervals():
+    rows = overlay_positions([("r", "A", "B"), ("r", "B", "C"), ("r", "B", "D"), ("r", "D", "E"),
+                              ("cyclic", "X", "Y"), ("cyclic", "Y", "Z"), ("cyclic", "Z", "X")])
+    position = {broker: (tin, tout, parent) for run, broker, tin, tout, parent in rows}
+    assert {run for run, *_ in rows} == {"r"}
+    assert position["A"] == (0, 4, None)
+    tin_d, tout_d, parent_d = position["D"]
+    assert parent_d == "B" and {b for b, (tin, _, _) in position.items() if tin_d <= tin <= tout_d} == {"D", "E"}
+
+
+def test_default_bucket_is_a_round_hundredth():
+    def runs(*ends):
+        return [Run(str(i), None, {"sim_end_us": e}) for i, e in enumerate(ends)]
+
+    assert default_bucket_us(runs(300_000_000)) == 2_000_000
+    assert default_bucket_us(runs(60_000_000, 3600_000_000)) == 20_000_000
+    assert default_bucket_us(runs(50)) == 1
+
+
+@pytest.mark.parametrize("status", ["failed", "running", None])
+def test_incomplete_runs_are_refused(tmp_path, status):
+    manifest = {"name": "x"} if status is None else {"name": "x", "status": status, "error": "boom"}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    result = subprocess.run([sys.executable, "-m", "experiments.cli", "analyze", str(tmp_path)],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert f"run status is {status!r}, not 'complete'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_paths_that_are_not_runs_are_refused(tmp_path):
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.json").write_text("{not json")
+    for path, message in ((tmp_path / "missing", "not a directory"), (tmp_path, "no manifest.json"),
+                          (tmp_path / "bad", "not valid JSON")):
+        result = subprocess.run([sys.executable, "-m", "experiments.cli", "analyze", str(path)],
+                                cwd=PROJECT_ROOT, capture_output=True, text=True)
+        assert result.returncode == 2 and message in result.stderr and str(path) in result.stderr
