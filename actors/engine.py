@@ -22,7 +22,7 @@ from protocols.broker import Broker
 from protocols.messages import Message
 
 from .costs import CostModel
-from .results import TableWriter
+from .results import PROTOCOL_SAMPLE_COLUMNS, TableWriter
 
 COMPLETION, ARRIVAL = 0, 1
 
@@ -62,10 +62,11 @@ class Pending:
 class _Context:
     """The broker context while one message is handled (see protocols.broker.Context)."""
 
-    __slots__ = ("now", "sends", "deliveries", "events")
+    __slots__ = ("now", "queue_len", "sends", "deliveries", "events")
 
-    def __init__(self, now: int) -> None:
+    def __init__(self, now: int, queue_len: int) -> None:
         self.now = now
+        self.queue_len = queue_len
         self.sends: list[tuple[str, Message]] = []
         self.deliveries: list[tuple[Message, str, str]] = []
         self.events: list[tuple[str, dict]] = []
@@ -167,7 +168,8 @@ class Engine:
 
     def _start(self, arrival: Arrival, t: int) -> None:
         broker = self.brokers[arrival.broker]
-        context = _Context(t)
+        server = self.servers[arrival.broker]
+        context = _Context(t, len(server.queue) + len(server.blocked))
         broker.work.reset()
         broker.handle(arrival.message, arrival.sender, context)
         cost_kind, units = arrival.message.kind, 1
@@ -175,7 +177,6 @@ class Engine:
             cost_kind, units = cost_kind.removesuffix("_batch"), len(arrival.message.items)
         service = self.costs.service_us(cost_kind, broker.work, units)
         end = t + service
-        server = self.servers[arrival.broker]
         server.busy_until, server.busy_since = end, t
         self.pending[arrival.broker] = Pending(context.sends, context.deliveries)
         self._record_message(arrival, t, end, len(context.sends), dropped=False)
@@ -242,13 +243,15 @@ class Engine:
         for name, server in self.servers.items():
             busy = server.busy_done + (min(t, server.busy_until) - server.busy_since if server.busy_until else 0)
             broker = self.brokers[name]
+            queue_len = len(server.queue) + len(server.blocked)
             if self.writer:
+                extras = broker.protocol_samples()
                 self.writer.append(
-                    "samples", t, name, len(server.queue) + len(server.blocked), broker.prt_size, broker.srt_size,
-                    busy - server.busy_sampled,
+                    "samples", t, name, queue_len, broker.prt_size, broker.srt_size, busy - server.busy_sampled,
+                    *(extras.get(column) for column in PROTOCOL_SAMPLE_COLUMNS),
                 )
             server.busy_sampled = busy
-            context = _Context(t)
+            context = _Context(t, queue_len)
             broker.tick(context)
             for destination, message in context.sends:
                 self._send(name, server, destination, message, t)

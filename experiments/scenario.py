@@ -5,6 +5,7 @@ the file and the key (or trace line) and what was expected, before anything runs
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import inspect
 import re
@@ -17,6 +18,7 @@ from actors.coordinator import RunSpec
 from actors.costs import load_profile
 from actors.engine import Settings
 from protocols.errors import InputError
+from protocols.pruning import PruningSettings
 from protocols.stack import MIXINS, PROTOCOL_KEYS
 from workloads import generators as workload_generators
 from workloads.trace import compile_trace, read_trace
@@ -40,7 +42,8 @@ DEFAULTS = {
     "seed": 0,
     "duration": None,
     "topology": {"link": {"latency": "1ms"}},
-    "protocol": {"check_conformance": True, **{key: next(iter(choices)) for key, choices in MIXINS.items()}},
+    "protocol": {"check_conformance": True, **{key: next(iter(choices)) for key, choices in MIXINS.items()},
+                 "pruning": None},
     "runtime": {"hosts": "auto", "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
                 "sample_interval": "1s"},
     "output": {"dir": "runs"},
@@ -94,7 +97,9 @@ def _apply_override(data: dict, override: str, path: Path) -> None:
     node = data
     parts = key.split(".")
     for part in parts[:-1]:
-        child = node.setdefault(part, {})
+        child = node.get(part)
+        if child is None:  # an absent or null section (pruning: null) gets its first key
+            child = node[part] = {}
         if not isinstance(child, dict):
             raise InputError(f"--set {override!r}: {part!r} in {path} is not a mapping")
         node = child
@@ -159,7 +164,25 @@ def validate(raw: dict, path: Path) -> dict:
         if scenario["protocol"][key] not in choices:
             raise InputError(f"{path}: protocol.{key}: expected one of {', '.join(choices)}, "
                              f"got {scenario['protocol'][key]!r}")
+    scenario["protocol"]["pruning"] = _pruning(scenario["protocol"], path)
     return scenario
+
+
+def _pruning(protocol: dict, path: Path) -> dict | None:
+    """``protocol.pruning`` resolved to every setting (``window`` in microseconds), or None."""
+    given = protocol["pruning"]
+    if given is None:
+        return None
+    if not isinstance(given, dict):
+        raise InputError(f"{path}: protocol.pruning: expected a mapping such as {{variant: selective}} or null")
+    if protocol["covering"] not in ("active", "packing"):
+        raise InputError(f"{path}: protocol.pruning: needs protocol.covering active or packing, "
+                         f"got {protocol['covering']!r}")
+    try:
+        settings = PruningSettings.parse(given, lambda value, key: parse_duration(value, f"{path}: protocol.pruning.{key}"))
+    except ValueError as exc:
+        raise InputError(f"{path}: protocol.pruning.{exc}") from None
+    return dataclasses.asdict(settings)
 
 
 def _exactly_one(section: dict, keys: tuple[str, str], name: str, path: Path) -> None:

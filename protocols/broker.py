@@ -16,10 +16,14 @@ Hooks protocols override (and extend with ``super()``):
                                      from a local client)
   ``subscription_next_hops(route)``  neighbours a subscription is routed toward
   ``publication_next_hops(msg, matched, sender)``  neighbours a publication copy goes to
+  ``publication_arrived(msg, matched, sender)``  the publication as this broker delivers and
+                                     forwards it (protocols update its headers here)
+  ``deliver_locally(msg, route, ctx)`` hand a publication to a local subscriber
   ``send_subscription(route, hop, ctx)`` / ``send_unsubscription(route, hop, ctx)``
                                      the output filter: what physically crosses to a neighbour
                                      when a subscription starts / stops being routed there
   ``tick(ctx)``                      periodic work (called every sampling interval)
+  ``protocol_samples()``             a protocol's extra sample columns (results SCHEMAS)
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ class Context(Protocol):
     """What the runtime offers a broker while it handles one message."""
 
     now: int  # virtual time in microseconds
+    queue_len: int  # messages waiting in this broker's mailbox
 
     def send(self, destination: str, message: Message) -> None: ...
 
@@ -83,6 +88,10 @@ class Broker:
 
     def tick(self, ctx: Context) -> None:
         """Periodic work; the base broker has none."""
+
+    def protocol_samples(self) -> dict:
+        """Values of the protocol's own sample columns; the base broker has none."""
+        return {}
 
     @property
     def prt_size(self) -> int:
@@ -167,8 +176,8 @@ class Broker:
     def send_subscription(self, route: Route, hop: str, ctx: Context) -> None:
         ctx.send(hop, route.msg)
 
-    def send_unsubscription(self, route: Route, hop: str, ctx: Context) -> None:
-        ctx.send(hop, Message("unsub", route.msg.id, route.msg.gen, client=route.msg.client))
+    def send_unsubscription(self, route: Route, hop: str, ctx: Context, headers: tuple = ()) -> None:
+        ctx.send(hop, Message("unsub", route.msg.id, route.msg.gen, client=route.msg.client, headers=headers))
 
     # ------------------------------------------------------------------ publications
 
@@ -177,12 +186,19 @@ class Broker:
             ctx.event("nonconforming_publication", pub_id=msg.id, client=msg.client)
             return
         matched = self.prt.matching(msg.publication)
+        msg = self.publication_arrived(msg, matched, sender)
         for key in matched:
             route = self.subs[key]
             if route.last_hop is None:
-                ctx.deliver(msg, key[0], route.msg.client)
+                self.deliver_locally(msg, route, ctx)
         for hop in self.publication_next_hops(msg, matched, sender):
             ctx.send(hop, msg.forwarded())
+
+    def publication_arrived(self, msg: Message, matched: list[Key], sender: str | None) -> Message:
+        return msg
+
+    def deliver_locally(self, msg: Message, route: Route, ctx: Context) -> None:
+        ctx.deliver(msg, route.msg.id, route.msg.client)
 
     def publication_next_hops(self, msg: Message, matched: list[Key], sender: str | None) -> list[str]:
         hops = {self.subs[key].last_hop for key in matched}

@@ -45,14 +45,14 @@ class LazyCovering:
         self.covering_sent[hop].add(route.msg.key, route.msg.filter)
         ctx.send(hop, route.msg if cause is None else replace(route.msg, cause=cause))
 
-    def send_unsubscription(self, route: Route, hop: str, ctx) -> None:
+    def send_unsubscription(self, route: Route, hop: str, ctx, headers: tuple = ()) -> None:
         key = route.msg.key
         if key in self.covering_withheld[hop]:
             self.covering_withheld[hop].remove(key)
             return
         self.covering_sent[hop].remove(key)
         self._release(route, hop, ctx)
-        super().send_unsubscription(route, hop, ctx)
+        super().send_unsubscription(route, hop, ctx, headers)
 
     def _release(self, removed: Route, hop: str, ctx) -> None:
         """Send the withheld subscriptions ``removed`` covered that nothing sent covers now."""
@@ -71,10 +71,14 @@ class ActiveCovering(LazyCovering):
         now_covered = sent.covered_by(route.msg.filter)
         super()._send_covering(route, hop, ctx, cause)
         for key in now_covered:
-            covered = self.subs[key].msg
-            sent.remove(key)
-            self.covering_withheld[hop].add(key, covered.filter)
-            ctx.send(hop, Message("unsub", covered.id, covered.gen, client=covered.client, cause=route.msg.id))
+            self._withdraw(key, hop, ctx, cause=route.msg.id)
+
+    def _withdraw(self, key, hop: str, ctx, cause: str) -> None:
+        """Unsubscribe ``hop`` from a sent subscription that a newly sent one covers."""
+        covered = self.subs[key].msg
+        self.covering_sent[hop].remove(key)
+        self.covering_withheld[hop].add(key, covered.filter)
+        ctx.send(hop, Message("unsub", covered.id, covered.gen, client=covered.client, cause=cause))
 
 
 class PackingCovering(ActiveCovering):
@@ -97,7 +101,7 @@ class _Packer:
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
-        self.now = ctx.now
+        self.now, self.queue_len = ctx.now, ctx.queue_len
         self.held: dict[str, list[Message]] = {}
 
     def send(self, destination: str, message: Message) -> None:

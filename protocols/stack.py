@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from .broker import Broker
 from .covering import ActiveCovering, LazyCovering, PackingCovering
+from .pruning import Pruning
 
 # protocol key -> {setting: mixin (None: nothing added)}; the first setting is the default
 MIXINS: dict[str, dict[str, type | None]] = {
     "covering": {"none": None, "lazy": LazyCovering, "active": ActiveCovering, "packing": PackingCovering},
 }
-PROTOCOL_KEYS = {"check_conformance", *MIXINS}
+# protocol key -> mixin added when the key's settings are given (null: off)
+CONFIGURED_MIXINS: dict[str, type] = {"pruning": Pruning}
+PROTOCOL_KEYS = {"check_conformance", *MIXINS, *CONFIGURED_MIXINS}
 
 
 def broker_class(protocol: dict) -> type[Broker]:
@@ -17,6 +20,7 @@ def broker_class(protocol: dict) -> type[Broker]:
         choices[protocol.get(key, next(iter(choices)))]
         for key, choices in MIXINS.items()
     ]
+    mixins = [mixin for key, mixin in CONFIGURED_MIXINS.items() if protocol.get(key)] + mixins
     mixins = [m for m in mixins if m is not None]
     if not mixins:
         return Broker

@@ -41,6 +41,7 @@ class Pump:
         self.sent: list[tuple[str, str, str, str]] = []  # (sender, destination, kind, id)
         self.events: list[tuple[str, dict]] = []
         self.now = 0
+        self.queue_len = 0
 
     # the broker context
     def send(self, destination, message):

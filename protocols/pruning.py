@@ -1,0 +1,262 @@
+"""Selective and incremental pruning of subscription trees on unsubscribe, over active covering.
+
+Implements "Congestion Avoidance with Selective Filter Aggregation in Content-Based Routing
+Networks" (``variant: selective``) and its conference version "Congestion Avoidance with
+Incremental Filter Aggregation in Content-Based Routing Networks" (``variant: incremental``).
+Publications carry statistics headers (``distance``: hops since the last broker that matched
+more than one subscription; ``count``: how many such brokers, selective only). A subscriber's
+broker (SHB) keeps a window of (publication, publisher, distance, count) per local
+subscription and, on unsubscribe, attaches per publisher the critical distance: how far the
+unsubscription travels toward that publisher before the subscription S is better kept as an
+aggregate of the subscriptions it covers (NRS(S)). Where it stops, S stays *preserved* in
+that neighbour's covering table: it is no longer routed or delivered, but keeps covering
+NRS(S) there, so they stop there too and the burst never reaches the publishers' side.
+
+Deliberate differences from the papers:
+- advertisements are identified by their publisher (a client's advertisements share one
+  last hop), and the statistics are updated by every broker a publication reaches, the
+  publisher's and the subscriber's brokers included, so a recorded distance d sends the
+  unsubscription exactly to the broker d hops away where the publication last matched more
+  than one subscription, and that broker keeps S toward the publisher;
+- M, the number of subscriptions a broker would trigger toward a neighbour, is the number of
+  withheld subscriptions there that S covers (an upper bound: some may have other coverers);
+  where M is 0 S is never preserved (it would hold nothing back), the unsubscription goes on
+  with its decremented tuples;
+- a preserved entry is withdrawn (a traditional unsubscription) once it covers no withheld
+  subscription at its neighbour any more, so preserved entries do not accumulate forever;
+- an unsubscription deferred at a congested broker (incremental) is charged when it arrives;
+  its routing work, done at the first sampling tick after the queue drains, is not charged.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from .broker import Route
+from .covering import ActiveCovering
+from .messages import Message
+
+VARIANTS = ("selective", "incremental")
+
+
+@dataclass(frozen=True)
+class PruningSettings:
+    variant: str = "selective"
+    threshold: float = 0.9  # selective: phi
+    thresholds: tuple[float, float] | list[float] = (0.6, 0.9)  # incremental: phi1 (many triggered), phi2
+    min_count: int = 1  # selective: below this largest recorded count, unsubscribe traditionally
+    window_us: int = 120_000_000  # how long a recorded publication counts
+    many_lg: float = 3.7  # incremental: lg M at or above which phi1 applies
+    few_lg: float = 1.0  # incremental: lg M below which a broker always removes S
+    congested_queue: int = 1_000  # incremental: queue length above which big unsubscriptions wait
+    congestion_trigger: int = 10  # incremental: M from which an unsubscription counts as big
+
+    @classmethod
+    def parse(cls, given: dict, parse_duration) -> "PruningSettings":
+        """Settings from a scenario's ``protocol.pruning`` mapping (``window`` a duration);
+        ValueError names the key."""
+        known = [k for k in cls.__dataclass_fields__ if k != "window_us"] + ["window"]
+        values = dict(given)
+        for key in values:
+            if key not in known:
+                raise ValueError(f"{key}: unknown key (known: {', '.join(sorted(known))})")
+        if values.setdefault("variant", "selective") not in VARIANTS:
+            raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {values['variant']!r}")
+        if "window" in values:
+            values["window_us"] = parse_duration(values.pop("window"), "window")
+        thresholds = values.get("thresholds", list(cls.thresholds))
+        if not isinstance(thresholds, (list, tuple)) or len(thresholds) != 2:
+            raise ValueError(f"thresholds: expected two fractions [phi1, phi2], got {thresholds!r}")
+        values["thresholds"] = list(thresholds)
+        for key, value in (("threshold", values.get("threshold", cls.threshold)),
+                           ("thresholds", thresholds[0]), ("thresholds", thresholds[1])):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"{key}: expected fractions in (0, 1], got {value!r}")
+        for key in ("min_count", "congested_queue", "congestion_trigger"):
+            value = values.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{key}: expected a non-negative integer, got {value!r}")
+        for key in ("many_lg", "few_lg"):
+            if isinstance(values.get(key, 0), bool) or not isinstance(values.get(key, 0), (int, float)):
+                raise ValueError(f"{key}: expected a number, got {values[key]!r}")
+        return cls(**values)
+
+
+def critical_distance(distances: list[int], phi: float) -> int:
+    """The smallest x such that at least ``phi`` of ``distances`` are at most x."""
+    ordered = sorted(distances)
+    return ordered[max(math.ceil(phi * len(ordered)) - 1, 0)]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowEntry:
+    t: int
+    pub_id: str
+    publisher: str
+    distance: int
+    count: int
+
+    @property
+    def nbytes(self) -> int:
+        return 8 + len(self.pub_id) + len(self.publisher) + 8
+
+
+class Pruning(ActiveCovering):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        given = self.settings["pruning"]
+        self.pruning = given if isinstance(given, PruningSettings) else PruningSettings(**given)
+        self.pruning_window: dict[tuple, deque[WindowEntry]] = {}  # local subscription -> recorded publications
+        self.pruning_preserved: dict[str, dict[tuple, Message]] = {n: {} for n in self.neighbors}
+        self.pruning_deferred: list[tuple[Message, str]] = []
+        self._pruning_tuples: tuple | None = None  # the tuple list of the unsubscription in hand
+
+    # ------------------------------------------------------------------ statistics
+
+    def publication_arrived(self, msg: Message, matched, sender) -> Message:
+        """Update the statistics: 0 at the publisher's broker; then, at every broker the
+        publication reaches, ``distance`` restarts from 0 (and ``count`` grows) where it
+        matches more than one subscription, and grows by one elsewhere."""
+        distance, count = (0, 0) if sender is None else (msg.header("distance", 0), msg.header("count", 0))
+        if len(matched) > 1:
+            distance, count = 0, count + 1
+        else:
+            distance += 1
+        msg = super().publication_arrived(msg, matched, sender)
+        if self.pruning.variant == "selective":
+            return msg.with_headers(distance=distance, count=count)
+        return msg.with_headers(distance=distance)
+
+    def deliver_locally(self, msg: Message, route: Route, ctx) -> None:
+        window = self.pruning_window.setdefault(route.msg.key, deque())
+        window.append(WindowEntry(ctx.now, msg.id, msg.client, msg.header("distance", 0), msg.header("count", 0)))
+        self._expire(window, ctx.now)
+        super().deliver_locally(msg, route, ctx)
+
+    def _expire(self, window: deque, now: int) -> None:
+        while window and window[0].t <= now - self.pruning.window_us:
+            window.popleft()
+
+    def tick(self, ctx) -> None:
+        for window in self.pruning_window.values():
+            self._expire(window, ctx.now)
+        self._retry_deferred(ctx)
+        super().tick(ctx)
+
+    def protocol_samples(self) -> dict:
+        entries = [e for window in self.pruning_window.values() for e in window]
+        return {**super().protocol_samples(), "preserved": sum(map(len, self.pruning_preserved.values())),
+                "window_entries": len(entries), "window_bytes": sum(e.nbytes for e in entries)}
+
+    # ------------------------------------------------------------------ unsubscription
+
+    def prune_tuples(self, key) -> tuple | None:
+        """The SHB's tuple list for unsubscribing ``key``: per publisher (publisher, pruneDis)
+        (selective) or (publisher, pruneDis1, pruneDis2) (incremental); None: unsubscribe the
+        traditional way (nothing recorded, or too little overlap for selective)."""
+        window = self.pruning_window.get(key)
+        if not window:
+            return None
+        if self.pruning.variant == "selective" and max(e.count for e in window) < self.pruning.min_count:
+            return None
+        by_publisher: dict[str, list[int]] = {}
+        for entry in window:
+            by_publisher.setdefault(entry.publisher, []).append(entry.distance)
+        phis = (self.pruning.threshold,) if self.pruning.variant == "selective" else self.pruning.thresholds
+        return tuple((publisher, *(critical_distance(d, phi) for phi in phis))
+                     for publisher, d in sorted(by_publisher.items()))
+
+    def on_unsub(self, msg: Message, sender, ctx) -> None:
+        if msg.key not in self.subs:
+            return
+        if sender is None:
+            tuples = self.prune_tuples(msg.key)
+            self.pruning_window.pop(msg.key, None)
+        elif self._congested(msg, ctx):
+            self.pruning_deferred.append((msg, sender))
+            ctx.event("unsubscription_deferred", sub_id=msg.id, queue_len=ctx.queue_len)
+            return
+        else:
+            tuples = msg.header("prune")
+        self._unsubscribe(msg, sender, ctx, tuples)
+
+    def _unsubscribe(self, msg: Message, sender, ctx, tuples: tuple | None) -> None:
+        self._pruning_tuples = tuples
+        try:
+            super().on_unsub(msg, sender, ctx)
+        finally:
+            self._pruning_tuples = None
+
+    def _congested(self, msg: Message, ctx) -> bool:
+        """Incremental: a big unsubscription (M of at least ``congestion_trigger``) waits while
+        the queue is longer than ``congested_queue``."""
+        if self.pruning.variant != "incremental" or ctx.queue_len <= self.pruning.congested_queue:
+            return False
+        f = self.subs[msg.key].msg.filter
+        triggered = sum(len(self.covering_withheld[hop].covered_by(f)) for hop in self.neighbors
+                        if msg.key in self.covering_sent[hop])
+        return triggered >= self.pruning.congestion_trigger
+
+    def _retry_deferred(self, ctx) -> None:
+        waiting, self.pruning_deferred = self.pruning_deferred, []
+        for msg, sender in waiting:
+            if msg.key not in self.subs:
+                continue
+            if self._congested(msg, ctx):
+                self.pruning_deferred.append((msg, sender))
+            else:
+                self._unsubscribe(msg, sender, ctx, msg.header("prune"))
+
+    def send_unsubscription(self, route: Route, hop: str, ctx, headers: tuple = ()) -> None:
+        key, tuples = route.msg.key, self._pruning_tuples
+        if key in self.covering_withheld[hop]:
+            super().send_unsubscription(route, hop, ctx, headers)
+            self._drop_idle_preserved(route.msg.filter, hop, ctx)
+            return
+        if tuples is None:  # a traditional unsubscription
+            super().send_unsubscription(route, hop, ctx, headers)
+            return
+        triggered = len(self.covering_withheld[hop].covered_by(route.msg.filter))
+        toward = {r.msg.client: r.last_hop for r in self.advs.values()}
+        mine = [t for t in tuples if toward.get(t[0]) == hop]
+        if self.pruning.variant == "selective":
+            onward = tuple((p, d - 1) for p, d in mine if d > 0)
+            forward = bool(onward) or not triggered
+        else:
+            onward = tuple((p, max(d1 - 1, 0), max(d2 - 1, 0)) for p, d1, d2 in mine)
+            forward = self._incremental_forwards(triggered, mine)
+        if forward:
+            super().send_unsubscription(route, hop, ctx, (("prune", onward),))
+        else:
+            self.pruning_preserved[hop][key] = route.msg
+            ctx.event("subscription_preserved", sub_id=route.msg.id, hop=hop, held_back=triggered)
+
+    def _incremental_forwards(self, triggered: int, mine: list[tuple]) -> bool:
+        """Incremental: by lg M, always remove, or use pruneDis1 (many) or pruneDis2."""
+        lg = math.log10(triggered) if triggered else -math.inf
+        if lg < self.pruning.few_lg:
+            return True
+        column = 1 if lg >= self.pruning.many_lg else 2
+        return any(t[column] > 0 for t in mine)
+
+    # ------------------------------------------------------------------ preserved entries
+
+    def _withdraw(self, key, hop: str, ctx, cause: str) -> None:
+        preserved = self.pruning_preserved[hop].pop(key, None)
+        if preserved is None:
+            super()._withdraw(key, hop, ctx, cause)
+            return
+        self.covering_sent[hop].remove(key)  # a newly sent coverer replaces it upstream
+        ctx.send(hop, Message("unsub", preserved.id, preserved.gen, client=preserved.client, cause=cause))
+
+    def _drop_idle_preserved(self, removed, hop: str, ctx) -> None:
+        """Withdraw preserved entries toward ``hop`` that covered the ``removed`` filter and
+        now cover no withheld subscription there (a traditional unsubscription)."""
+        withheld, preserved = self.covering_withheld[hop], self.pruning_preserved[hop]
+        for key in self.covering_sent[hop].covering(removed):
+            msg = preserved.get(key)
+            if msg is not None and not withheld.covered_by(msg.filter):
+                del preserved[key]
+                self.covering_sent[hop].remove(key)
+                ctx.send(hop, Message("unsub", msg.id, msg.gen, client=msg.client))

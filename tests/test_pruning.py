@@ -1,0 +1,158 @@
+"""Pruning (selective, incremental): exact deliveries, critical distances, the propagation rule
+on a hand-made line, settings validation, and the small burst scenarios against active covering."""
+import networkx as nx
+import pytest
+
+import topologies
+from protocols.pruning import PruningSettings, WindowEntry, critical_distance
+from protocols.stack import make_broker
+from workloads.generators import covering_degree, random_mix
+
+from .oracle import Pump, expected_deliveries
+from .test_broker import OVERLAYS
+
+VARIANTS = ("selective", "incremental")
+
+
+def protocol(variant: str, covering: str = "active", **settings) -> dict:
+    return {"covering": covering, "pruning": PruningSettings(variant=variant, **settings)}
+
+
+def check_covering_tables(pump: Pump) -> None:
+    """Per neighbour: sent = routed - withheld + preserved, and preserved entries are dead."""
+    for broker in pump.brokers.values():
+        for hop, routed in broker.routed_subs.items():
+            sent, withheld = set(broker.covering_sent[hop].keys()), set(broker.covering_withheld[hop].keys())
+            preserved = set(broker.pruning_preserved[hop])
+            assert not sent & withheld and not preserved & set(routed), (broker.name, hop)
+            assert sent | withheld == set(routed) | preserved, (broker.name, hop)
+            assert not preserved & set(broker.subs)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("shape", sorted(OVERLAYS))
+@pytest.mark.parametrize("seed", range(3))
+def test_random_workloads_deliver_exactly(variant, shape, seed):
+    graph = OVERLAYS[shape](5 + 11 * seed, seed)
+    records = random_mix(sorted(graph), seed=seed, operations=400)
+    pump = Pump(graph, protocol(variant, min_count=0)).run(records)
+    assert len(pump.deliveries) == len(set(pump.deliveries))
+    assert set(pump.deliveries) == expected_deliveries(records)
+    check_covering_tables(pump)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("covering", ["active", "packing"])
+@pytest.mark.parametrize("seed", range(3))
+def test_burst_workloads_deliver_exactly_and_preserve(variant, covering, seed):
+    graph = topologies.enterprise55()
+    records = covering_degree(sorted(graph), graph, seed=seed, subscriptions=220, degree=10, subscribe_interval=0.5,
+                              publications=400, publish_interval=0.3, unsubscriptions=12,
+                              unsubscribe_interval=0.2, unsubscribe_after=5.0)
+    assert any(r["op"] == "publish" and r["t"] > max(u["t"] for u in records if u["op"] == "unsubscribe")
+               for r in records)
+    pump = Pump(graph, protocol(variant, covering)).run(records)
+    assert len(pump.deliveries) == len(set(pump.deliveries))
+    assert set(pump.deliveries) == expected_deliveries(records)
+    check_covering_tables(pump)
+    assert any(kind == "subscription_preserved" for kind, _ in pump.events)
+
+
+def test_critical_distance_on_hand_made_windows():
+    distances = [0, 0, 1, 2, 5]
+    assert critical_distance(distances, 0.2) == 0
+    assert critical_distance(distances, 0.4) == 0
+    assert critical_distance(distances, 0.6) == 1
+    assert critical_distance(distances, 0.8) == 2
+    assert critical_distance(distances, 0.9) == 5
+    assert critical_distance(distances, 1.0) == 5
+    assert critical_distance([3], 0.9) == 3
+
+
+def test_tuple_lists_per_publisher_and_variant():
+    def shb(variant, **settings):
+        broker = make_broker("B0", ["B1"], protocol(variant, **settings))
+        entries = [("P1", d, c) for d, c in [(1, 0), (1, 1), (2, 0), (4, 0), (1, 0)]] + [("P2", 3, 0)]
+        broker.pruning_window[("S", 0)] = [WindowEntry(i, f"M{i}", p, d, c) for i, (p, d, c) in enumerate(entries)]
+        return broker
+
+    assert shb("selective", threshold=0.9).prune_tuples(("S", 0)) == (("P1", 4), ("P2", 3))
+    assert shb("selective", threshold=0.6).prune_tuples(("S", 0)) == (("P1", 1), ("P2", 3))
+    assert shb("selective", min_count=2).prune_tuples(("S", 0)) is None  # largest count is 1
+    assert shb("incremental").prune_tuples(("S", 0)) == (("P1", 1, 4), ("P2", 3, 3))
+    assert shb("selective").prune_tuples(("T", 0)) is None  # nothing recorded
+
+
+def line_case(variant: str, narrow: int, later=(), **settings) -> Pump:
+    """B0 - B1 - B2 - B3, publisher P at B3. S ([x,>,0]) and ``narrow`` disjoint
+    subscriptions it covers at B0; T (identical to S) at B2, so publications match twice at B2 only. Then S
+    is unsubscribed, then the ``later`` records."""
+    graph = nx.path_graph(["B0", "B1", "B2", "B3"])
+    records = [{"t": 0, "op": "advertise", "client": "P", "broker": "B3", "id": "A", "filter": "[x,>=,0]"},
+               {"t": 1, "op": "subscribe", "client": "cS", "broker": "B0", "id": "S", "filter": "[x,>,0]"},
+               {"t": 2, "op": "subscribe", "client": "cT", "broker": "B2", "id": "T", "filter": "[x,>,0]"}]
+    records += [{"t": 3, "op": "subscribe", "client": f"c{i}", "broker": "B0", "id": f"N{i}",
+                 "filter": f"[x,>=,{10 + i}],[x,<,{11 + i}]"} for i in range(narrow)]
+    records += [{"t": 4 + i, "op": "publish", "client": "P", "id": f"M{i}", "content": f"[x,{5 + i}]"} for i in range(5)]
+    records += [{"t": 20, "op": "unsubscribe", "client": "cS", "id": "S"},
+                {"t": 21, "op": "publish", "client": "P", "id": "late", "content": "[x,10.5]"}, *later]
+    pump = Pump(graph, protocol(variant, **settings)).run(records)
+    assert set(pump.deliveries) == expected_deliveries(records)
+    return pump
+
+
+def test_selective_unsubscription_stops_where_publications_last_matched_twice():
+    pump = line_case("selective", narrow=3)
+    # distances recorded at B0: B3 matched 1 (1), B2 matched S and T (0), B1 (1), B0 (2)
+    unsubs = [(sender, dest) for sender, dest, kind, msg_id in pump.sent if kind == "unsub" and msg_id == "S"]
+    assert unsubs == [("B0", "B1"), ("B1", "B2")]
+    assert ("S", 0) in pump.brokers["B2"].pruning_preserved["B3"]
+    assert ("S", 0) in pump.brokers["B3"].subs  # kept upstream as the aggregate
+    released = [(sender, dest) for sender, dest, kind, msg_id in pump.sent
+                if kind == "sub" and msg_id.startswith("N") and sender != "B0" and dest != "B0"]
+    assert released and all(dest != "B3" for _, dest in released)  # the burst stops at B2
+    assert ("late", "S") not in pump.deliveries and ("late", "N0") in pump.deliveries
+
+
+def test_traditional_unsubscription_without_overlap_when_min_count_is_not_reached():
+    pump = line_case("selective", narrow=3, min_count=2)
+    unsubs = [(sender, dest) for sender, dest, kind, msg_id in pump.sent if kind == "unsub" and msg_id == "S"]
+    assert unsubs == [("B0", "B1"), ("B1", "B2"), ("B2", "B3")]
+    assert not any(b.pruning_preserved[h] for b in pump.brokers.values() for h in b.neighbors)
+
+
+def test_incremental_removes_where_few_subscriptions_would_be_triggered():
+    few = line_case("incremental", narrow=3)  # lg M < 1 everywhere: traditional all the way
+    unsubs = [(s, d) for s, d, kind, msg_id in few.sent if kind == "unsub" and msg_id == "S"]
+    assert unsubs == [("B0", "B1"), ("B1", "B2"), ("B2", "B3")]
+    many = line_case("incremental", narrow=12)  # 1 <= lg M < 3.7: pruneDis2 (phi 0.9) = 2
+    unsubs = [(s, d) for s, d, kind, msg_id in many.sent if kind == "unsub" and msg_id == "S"]
+    assert unsubs == [("B0", "B1"), ("B1", "B2")]
+    assert ("S", 0) in many.brokers["B2"].pruning_preserved["B3"]
+
+
+def test_preserved_entry_is_withdrawn_once_it_covers_nothing():
+    later = [{"t": 30 + i, "op": "unsubscribe", "client": f"c{i}", "id": f"N{i}"} for i in range(3)]
+    later += [{"t": 40, "op": "unsubscribe", "client": "cT", "id": "T"},
+              {"t": 41, "op": "publish", "client": "P", "id": "last", "content": "[x,50]"}]
+    pump = line_case("selective", narrow=3, later=later)
+    assert not pump.brokers["B2"].pruning_preserved["B3"]
+    assert not pump.brokers["B3"].subs
+    assert not [d for d in pump.sent if d[3] == "last" and d[2] == "pub"]  # nobody wants it: it stays at B3
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"variant": "fancy"}, "variant: expected one of selective, incremental"),
+    ({"treshold": 0.9}, "treshold: unknown key"),
+    ({"threshold": 1.5}, "threshold: expected fractions in (0, 1]"),
+    ({"thresholds": [0.6]}, "thresholds: expected two fractions"),
+    ({"min_count": -1}, "min_count: expected a non-negative integer"),
+])
+def test_bad_settings_name_the_key(given, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        PruningSettings.parse(given, lambda value, key: int(value))
+
+
+def test_settings_defaults_and_window():
+    settings = PruningSettings.parse({"variant": "incremental", "window": "30s"}, lambda v, k: 30_000_000)
+    assert (settings.variant, settings.window_us, list(settings.thresholds)) == ("incremental", 30_000_000, [0.6, 0.9])
