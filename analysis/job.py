@@ -17,7 +17,6 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the project
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow.parquet as pq  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
 
 from analysis import metrics, plots  # noqa: E402
 from analysis.report import write_report  # noqa: E402
@@ -78,13 +77,15 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
     tables["samples"] = tables["samples"].cache()
     per_broker = metrics.forwarding(tables).cache()
     by_role = metrics.forwarding_by_role(per_broker).cache()
-    peaks = metrics.queue_peaks(tables).cache()
+    arrivals = metrics.queue_at_arrivals(tables, bucket_us).cache()
+    peaks = metrics.queue_peaks(tables, arrivals, bucket_us).cache()
     by_broker = metrics.messages_by_broker(tables).cache()
     computed = {
         "delay_over_time": metrics.delay_over_time(tables, bucket_us),
         "delay_distribution": metrics.delay_distribution(tables),
         "delay_by_pair": metrics.delay_by_pair(tables),
         "queue_over_time": metrics.queue_over_time(tables),
+        "queue_at_arrivals": arrivals,
         "queue_peaks": peaks,
         "table_size_over_time": metrics.table_size_over_time(tables),
         "messages_by_broker": by_broker,
@@ -105,11 +106,9 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
         pq.write_table(table, folder / "part-0.parquet")
         collected[name] = table.to_pylist()
         print(f"analysis: {name}: {table.num_rows:,} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    queues = metrics.queue_per_broker(tables)
-    queues.write.mode("overwrite").parquet(str(out / "tables" / "queue_per_broker"))
+    metrics.queue_per_broker(tables).write.mode("overwrite").parquet(str(out / "tables" / "queue_per_broker"))
     core = _core(metrics.core_order(tables), runs)
-    core_queues = [r.asDict() for r in queues.where(F.col("broker").isin(core)).collect()] if core else []
-    figures = _figures(collected, core_queues, core, [r.label for r in runs], out)
+    figures = _figures(collected, core, [r.label for r in runs], out)
     write_report(out, runs, collected, figures, bucket_us)
 
 
@@ -121,13 +120,14 @@ def _core(orders: dict[str, list[str]], runs) -> list[str]:
     return []
 
 
-def _figures(c: dict, core_queues: list[dict], core: list[str], labels: list[str], out: Path) -> dict[str, Path]:
+def _figures(c: dict, core: list[str], labels: list[str], out: Path) -> dict[str, Path]:
     drawn = {
         "Delivery delay over time": plots.delay_over_time(c["delay_over_time"], labels, out / "delay_over_time.png"),
         "Delivery delay distribution": plots.delay_cdf(c["delay_distribution"], labels, out / "delay_cdf.png"),
-        "Core broker input queues": plots.queues_core(core_queues, labels, core, out / "queues_core.png"),
+        "Core broker input queues": plots.queues_core(c["queue_at_arrivals"], labels, core, out / "queues_core.png"),
         "Input queues over all brokers": plots.queues_overall(c["queue_over_time"], labels, out / "queues_overall.png"),
         "Routing-table size": plots.table_sizes(c["table_size_over_time"], labels, out / "table_size.png"),
+        "Preserved entries": plots.preserved_entries(c["table_size_over_time"], labels, out / "preserved.png"),
         "Triggered subscriptions along the core": plots.triggered_along_core(
             c["messages_by_broker"], labels, core, out / "triggered_core.png"),
         "Messages by kind": plots.messages_by_kind(c["messages_by_broker"], labels, out / "messages_by_kind.png"),

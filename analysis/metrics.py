@@ -11,8 +11,10 @@ start. Definitions a reader might wonder about:
   no local client; *yield* = processed copies that led to a local delivery / all processed;
 - a copy received over the overlay link a->b is a *false positive* when no delivery of that
   publication happened at any broker beyond the link (b's side of the tree);
-- *drain time* is how long after the peak the largest queue of any broker took to fall back to
-  its level before the first client unsubscription (the burst); null if it never did.
+- queue peaks are the longest queues arriving messages found (``queue_len`` of ``messages``);
+  *drain time* is how long after the peak the longest queue of any broker took to fall back to
+  its level before the first client unsubscription (the burst), at bucket resolution; null if
+  it never did. ``queue_over_time`` shows the queues at the samples instead.
 """
 from __future__ import annotations
 
@@ -225,28 +227,36 @@ def forwarding_by_role(per_broker: DataFrame) -> DataFrame:
             .withColumn("false_positive_fraction", F.col("false_positives") / F.col("received_over_links")))
 
 
-def queue_peaks(t: dict) -> DataFrame:
-    """Per run: the largest queue of any broker, where and when, the pre-burst level and the
-    drain time (see the module docstring)."""
+def queue_at_arrivals(t: dict, bucket_us: int) -> DataFrame:
+    """Per broker and bucket, the longest queue an arriving message found: unlike samples,
+    this catches bursts shorter than the sampling interval."""
+    roles = t["brokers"].select("run", "broker", "role")
+    return (t["messages"].groupBy("run", "broker", _bucket("t_arrive_us", bucket_us))
+            .agg(F.max("queue_len").alias("max_queue")).join(roles, ["run", "broker"], "left"))
+
+
+def queue_peaks(t: dict, arrivals: DataFrame, bucket_us: int) -> DataFrame:
+    """Per run: the longest queue any arriving message found, where and in which bucket, the
+    longest before the burst (buckets ending before the first client unsubscription), and the
+    drain time: from the peak's bucket to the first later bucket whose longest queue is back
+    to that level (0 when the peak is not above it). ``arrivals``: ``queue_at_arrivals``."""
     m = t["messages"]
     burst = m.where((m.kind == "unsub") & m.sender.isNull()).groupBy("run").agg(
-        F.min("t_arrive_us").alias("burst_us"))
-    largest = t["samples"].groupBy("run", "t_us").agg(F.max("queue_len").alias("max_queue"))
-    with_burst = largest.join(burst, "run", "left").withColumn("burst_us", F.coalesce("burst_us", F.lit(0)))
-    baseline = with_burst.groupBy("run").agg(
-        F.coalesce(F.max(F.when(F.col("t_us") < F.col("burst_us"), F.col("max_queue"))), F.lit(0)).alias("pre_burst_queue"))
-    by_peak = Window.partitionBy("run").orderBy(F.desc("queue_len"), "t_us", "broker")
-    peak = (t["samples"].withColumn("rank", F.row_number().over(by_peak)).where("rank = 1")
-            .select("run", F.col("queue_len").alias("peak_queue"), F.col("broker").alias("peak_broker"),
-                    F.col("t_us").alias("peak_us")))
-    after = largest.join(peak, "run").join(baseline, "run")
-    drained = after.where((F.col("t_us") > F.col("peak_us")) & (F.col("max_queue") <= F.col("pre_burst_queue"))) \
-        .groupBy("run").agg(F.min("t_us").alias("drained_us"))
+        (F.min("t_arrive_us") / US).alias("burst_s"))
+    largest = arrivals.groupBy("run", "t_s").agg(F.max("max_queue").alias("queue"))
+    baseline = largest.join(burst, "run", "left").groupBy("run").agg(F.coalesce(F.max(F.when(
+        F.col("t_s") + bucket_us / US <= F.col("burst_s"), F.col("queue"))), F.lit(0)).alias("pre_burst_queue"))
+    by_peak = Window.partitionBy("run").orderBy(F.desc("max_queue"), "t_s", "broker")
+    peak = (arrivals.withColumn("rank", F.row_number().over(by_peak)).where("rank = 1")
+            .select("run", F.col("max_queue").alias("peak_queue"), F.col("broker").alias("peak_broker"),
+                    F.col("t_s").alias("t_peak_s")))
+    drained = (largest.join(peak, "run").join(baseline, "run")
+               .where((F.col("t_s") > F.col("t_peak_s")) & (F.col("queue") <= F.col("pre_burst_queue")))
+               .groupBy("run").agg(F.min("t_s").alias("drained_s")))
     return (peak.join(baseline, "run").join(drained, "run", "left")
-            .select("run", "peak_queue", "peak_broker", (F.col("peak_us") / US).alias("t_peak_s"),
-                    "pre_burst_queue",
+            .select("run", "peak_queue", "peak_broker", "t_peak_s", "pre_burst_queue",
                     F.when(F.col("peak_queue") <= F.col("pre_burst_queue"), F.lit(0.0))
-                    .otherwise((F.col("drained_us") - F.col("peak_us")) / US).alias("drain_s")))
+                    .otherwise(F.col("drained_s") - F.col("t_peak_s")).alias("drain_s")))
 
 
 def core_order(t: dict) -> dict[str, list[str]]:

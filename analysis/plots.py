@@ -90,8 +90,8 @@ def queues_core(rows, labels, core: list[str], path: Path):
     colours = _colours(labels)
     fig, axes = plt.subplots(len(core), 1, figsize=(9, 2.2 * len(core)), sharex=True, squeeze=False)
     for ax, broker in zip(axes[:, 0], core):
-        _lines(ax, labels, _series(rows, "t_s", "queue_len", broker=broker), colours)
-        ax.set(ylabel="queue (msgs)", title=f"input queue of {broker}")
+        _lines(ax, labels, _series(rows, "t_s", "max_queue", broker=broker), colours)
+        ax.set(ylabel="queue (msgs)", title=f"input queue of {broker} (longest found by an arrival per bucket)")
         _queue_axis(ax)
     axes[0, 0].legend(fontsize="small")
     axes[-1, 0].set_xlabel("simulated time (s)")
@@ -134,6 +134,19 @@ def table_sizes(rows, labels, path: Path):
                ylabel="mean entries")
     axes[0, 0].legend(fontsize="small")
     axes[-1, 0].set_xlabel("simulated time (s)")
+    return _save(fig, path)
+
+
+def preserved_entries(rows, labels, path: Path):
+    """Pruning's preserved routing entries over all brokers (runs without pruning have none)."""
+    series = _series([r for r in rows if r["role"] == "all"], "t_s", "preserved")
+    if not any(y.any() for _, y in series.values()):
+        return None
+    fig, ax = plt.subplots(figsize=(9, 4))
+    _lines(ax, labels, series, _colours(labels))
+    ax.set(title="Preserved subscriptions (kept as aggregates after unsubscription), all brokers",
+           xlabel="simulated time (s)", ylabel="entries")
+    ax.legend(fontsize="small")
     return _save(fig, path)
 
 

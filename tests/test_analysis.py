@@ -101,7 +101,7 @@ def test_summary_matches_the_run_tables(analysed):
         assert row.messages_processed == m.t_end_us.notna().sum()
         causes = m.cause if "cause" in m else pd.Series([None] * len(m))
         assert row.triggered_subs == (m.kind.isin(["sub", "sub_batch"]) & causes.notna()).sum()
-        assert row.peak_queue == _table(path, "samples").queue_len.max()
+        assert row.peak_queue == m.queue_len.max()
     assert summary.loc["unsub_burst_small_active"].triggered_subs > 0
     csv = pd.read_csv(out / "summary.csv")
     assert sorted(csv.run) == sorted(runs)
@@ -126,7 +126,8 @@ def test_delay_over_time_per_bucket(analysed):
 @pytest.mark.slow
 def test_queues_table_sizes_and_load(analysed):
     runs, out = analysed
-    queues, sizes, load = (_metric(out, n) for n in ("queue_over_time", "table_size_over_time", "broker_load"))
+    queues, sizes, load, arrivals = (_metric(out, n) for n in (
+        "queue_over_time", "table_size_over_time", "broker_load", "queue_at_arrivals"))
     for label, path in _real_runs(analysed).items():
         s = _table(path, "samples").merge(_table(path, "brokers")[["broker", "role"]], on="broker")
         s["t_s"] = s.t_us / 1e6
@@ -139,6 +140,11 @@ def test_queues_table_sizes_and_load(analysed):
         ours_load = load[load.run == label].set_index("broker").sort_index()
         busy = s.groupby("broker").busy_us.sum() / sim_end
         np.testing.assert_allclose(ours_load.utilisation, busy.sort_index())
+        m = _table(path, "messages")
+        m["t_s"] = m.t_arrive_us // (BUCKET_S * 1_000_000) * BUCKET_S
+        expected = m.groupby(["broker", "t_s"]).queue_len.max()
+        ours_arrivals = arrivals[arrivals.run == label].set_index(["broker", "t_s"]).sort_index().max_queue
+        assert ours_arrivals.tolist() == expected.tolist() and expected.max() > 0
 
 
 @pytest.mark.slow
@@ -162,7 +168,7 @@ def test_messages_hops_and_throughput(analysed):
             assert ours_flow.loc[t_s, "pub_copies_per_s"] == pytest.approx(count / BUCKET_S)
 
 
-def _false_positives_by_components(messages, deliveries, links):
+def false_positives_by_components(messages, deliveries, links):
     """False-positive copies by removing each link and looking at the receiving side."""
     tree = nx.Graph(list(zip(links.a, links.b)))
     delivered = deliveries.groupby("pub_id").broker.apply(set).to_dict()
@@ -186,7 +192,7 @@ def test_forwarding_false_positives_and_pure_forwarders(analysed):
     assert by_role.loc[("hand", "core")].false_positives == 1  # M3 at B, from D
     for label, path in _real_runs(analysed).items():
         m, d = _table(path, "messages"), _table(path, "deliveries")
-        expected = _false_positives_by_components(m, d, _table(path, "links"))
+        expected = false_positives_by_components(m, d, _table(path, "links"))
         assert by_role.loc[(label, "all")].false_positives == expected
         copies = m[(m.kind == "pub") & m.t_end_us.notna()]
         useful = copies.merge(d[["pub_id", "broker"]].drop_duplicates(), left_on=["msg_id", "broker"],

@@ -1,10 +1,12 @@
-"""The ready-made scenarios: all validate; the small burst runs show covering's effects."""
+"""The ready-made scenarios: all validate; the small burst runs show covering's and pruning's effects."""
 from pathlib import Path
 
 import pytest
 
 from actors.results import read_table
 from experiments.cli import main
+
+from .test_analysis import false_positives_by_components
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
@@ -18,10 +20,10 @@ def test_shipped_scenarios_validate(path, capsys):
 @pytest.fixture(scope="module")
 def burst_runs(tmp_path_factory):
     runs = {}
-    for mode in ("none", "lazy", "active", "packing"):
+    for mode in ("none", "lazy", "active", "packing", "selective", "incremental"):
         out = tmp_path_factory.mktemp("burst") / mode
         assert main(["run", str(SCENARIOS / f"unsub_burst_small_{mode}.yaml"), "--out", str(out)]) == 0
-        runs[mode] = {t: read_table(out, t).to_pandas() for t in ("messages", "deliveries", "samples")}
+        runs[mode] = {t: read_table(out, t).to_pandas() for t in ("messages", "deliveries", "samples", "links")}
     return runs
 
 
@@ -29,6 +31,7 @@ def test_covering_changes_what_travels_never_who_receives(burst_runs):
     pairs = {mode: set(zip(run["deliveries"].pub_id, run["deliveries"].sub_id)) for mode, run in burst_runs.items()}
     assert len(pairs["none"]) > 500
     assert pairs["lazy"] == pairs["active"] == pairs["packing"] == pairs["none"]
+    assert pairs["selective"] == pairs["incremental"] == pairs["none"]
 
 
 def test_unsubscribing_roots_triggers_subscriptions_only_with_covering(burst_runs):
@@ -48,3 +51,33 @@ def test_covering_shrinks_tables_and_packing_sends_fewer_messages(burst_runs):
     assert table_size("active") < table_size("lazy") < table_size("none")
     count = {mode: len(run["messages"]) for mode, run in burst_runs.items()}
     assert count["packing"] < count["active"]
+
+
+def _after_burst(run):
+    """Message rows from the first client unsubscription on."""
+    m = run["messages"]
+    start = m[(m.kind == "unsub") & m.sender.isna()].t_arrive_us.min()
+    return m[m.t_arrive_us >= start]
+
+
+@pytest.mark.parametrize("variant", ["selective", "incremental"])
+def test_pruning_keeps_the_burst_from_the_publishers_side(burst_runs, variant):
+    def core_e(mode):  # the core broker next to the publishers
+        m = _after_burst(burst_runs[mode])
+        m = m[m.broker == "core-E"]
+        return m.queue_len.max(), ((m.kind == "sub") & m.cause.notna()).sum()
+
+    queue_active, triggered_active = core_e("active")
+    queue_pruned, triggered_pruned = core_e(variant)
+    assert queue_pruned < queue_active * 0.8
+    assert triggered_pruned < triggered_active * 0.6
+
+    def final(mode, column):
+        samples = burst_runs[mode]["samples"]
+        return samples[samples.t_us == samples.t_us.max()][column].sum()
+
+    assert final(variant, "prt_size") < final("active", "prt_size")
+    assert final(variant, "preserved") > 0 and final("active", "preserved") == 0
+    run = burst_runs[variant]
+    copies = ((run["messages"].kind == "pub") & run["messages"].sender.notna()).sum()
+    assert false_positives_by_components(run["messages"], run["deliveries"], run["links"]) <= 0.01 * copies
