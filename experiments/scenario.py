@@ -69,9 +69,19 @@ def parse_duration(value, where: str) -> int:
 
 
 def load(path: Path, overrides: list[str] = ()) -> dict:
-    """The scenario as a mapping, with ``--set KEY=VALUE`` overrides applied."""
-    path = Path(path)
+    """The scenario as a mapping, with ``extends`` resolved and ``--set KEY=VALUE`` overrides applied."""
+    data = _load_file(Path(path), ())
+    for override in overrides:
+        _apply_override(data, override, path)
+    return data
+
+
+def _load_file(path: Path, extended_by: tuple[Path, ...]) -> dict:
+    """One scenario file; ``extends: OTHER.yaml`` (relative to it) starts from OTHER's mapping
+    and merges this file's keys over it, mapping by mapping."""
     if not path.is_file():
+        if extended_by:
+            raise InputError(f"{extended_by[-1]}: extends: scenario file {path} not found")
         raise InputError(f"{path}: scenario file not found")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -81,9 +91,15 @@ def load(path: Path, overrides: list[str] = ()) -> dict:
         raise InputError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: a scenario is a YAML mapping with at least 'name', 'topology' and 'workload'")
-    for override in overrides:
-        _apply_override(data, override, path)
-    return data
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise InputError(f"{path}: extends: expected the path of another scenario file, got {base!r}")
+    base_path = path.parent / base
+    if base_path.resolve() in {p.resolve() for p in (*extended_by, path)}:
+        raise InputError(f"{path}: extends: {base} extends itself (directly or through others)")
+    return _merge(_load_file(base_path, (*extended_by, path)), data)
 
 
 def _apply_override(data: dict, override: str, path: Path) -> None:

@@ -154,11 +154,11 @@ class Pruning(ActiveCovering):
     def prune_tuples(self, key) -> tuple | None:
         """The SHB's tuple list for unsubscribing ``key``: per publisher (publisher, pruneDis)
         (selective) or (publisher, pruneDis1, pruneDis2) (incremental); None: unsubscribe the
-        traditional way (nothing recorded, or too little overlap for selective)."""
-        window = self.pruning_window.get(key)
-        if not window:
-            return None
-        if self.pruning.variant == "selective" and max(e.count for e in window) < self.pruning.min_count:
+        traditional way (selective, when nothing was recorded or the largest count is below
+        ``min_count``). Incremental with nothing recorded sends an empty list: each broker then
+        decides by M alone (removes S where lg M is small, keeps it elsewhere)."""
+        window = self.pruning_window.get(key, ())
+        if self.pruning.variant == "selective" and max((e.count for e in window), default=-1) < self.pruning.min_count:
             return None
         by_publisher: dict[str, list[int]] = {}
         for entry in window:

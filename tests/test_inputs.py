@@ -76,6 +76,14 @@ CASES = [
     ("unknown covering", scenario(protocol={"covering": "eager"}), None, {},
      "protocol.covering: expected one of none, lazy, active, packing, got 'eager'"),
     ("unknown profile", scenario(runtime={"costs": "cheap"}), None, {}, "runtime.costs: no profile 'cheap'"),
+    ("pruning without covering", scenario(protocol={"pruning": {"variant": "selective"}}), None, {},
+     "protocol.pruning: needs protocol.covering active or packing, got 'none'"),
+    ("bad pruning key", scenario(protocol={"covering": "active", "pruning": {"treshold": 0.9}}), None, {},
+     "protocol.pruning.treshold: unknown key"),
+    ("bad pruning window", scenario(protocol={"covering": "active", "pruning": {"window": "soon"}}), None, {},
+     "protocol.pruning.window: expected a duration"),
+    ("extends missing", None, "extends: base.yaml\nname: x\n", {}, "scenario.yaml: extends: scenario file"),
+    ("extends cycle", None, "extends: a.yaml\n", {"a.yaml": "extends: scenario.yaml\n"}, "extends itself"),
 ]
 
 
@@ -109,6 +117,15 @@ def test_bad_overrides_and_out_directory(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
     assert main(["validate", str(tmp_path / "missing.yaml")]) == 2
     assert "scenario file not found" in capsys.readouterr().err
+
+
+def test_extends_merges_mapping_by_mapping(tmp_path):
+    from experiments.scenario import load
+
+    (tmp_path / "base.yaml").write_text("name: base\nseed: 3\nworkload: {generator: {name: random_mix, operations: 50}}\n")
+    (tmp_path / "child.yaml").write_text("extends: base.yaml\nname: child\nworkload: {generator: {operations: 9}}\n")
+    assert load(tmp_path / "child.yaml", ["seed=4"]) == {
+        "name": "child", "seed": 4, "workload": {"generator": {"name": "random_mix", "operations": 9}}}
 
 
 def test_good_trace_validates(tmp_path, capsys):

@@ -81,6 +81,7 @@ def test_tuple_lists_per_publisher_and_variant():
     assert shb("selective", min_count=2).prune_tuples(("S", 0)) is None  # largest count is 1
     assert shb("incremental").prune_tuples(("S", 0)) == (("P1", 1, 4), ("P2", 3, 3))
     assert shb("selective").prune_tuples(("T", 0)) is None  # nothing recorded
+    assert shb("incremental").prune_tuples(("T", 0)) == ()
 
 
 def line_case(variant: str, narrow: int, later=(), **settings) -> Pump:
