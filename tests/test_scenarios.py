@@ -81,3 +81,18 @@ def test_pruning_keeps_the_burst_from_the_publishers_side(burst_runs, variant):
     run = burst_runs[variant]
     copies = ((run["messages"].kind == "pub") & run["messages"].sender.notna()).sum()
     assert false_positives_by_components(run["messages"], run["deliveries"], run["links"]) <= 0.01 * copies
+
+
+@pytest.mark.slow
+def test_mobile_monitors_pruning_triggers_fewer_subscriptions(tmp_path):
+    runs = {}
+    for mode in ("active", "selective"):
+        out = tmp_path / mode
+        assert main(["run", str(SCENARIOS / f"mobile_monitors_small_{mode}.yaml"), "--out", str(out)]) == 0
+        runs[mode] = {t: read_table(out, t).to_pandas() for t in ("messages", "deliveries", "samples")}
+    pairs = {mode: set(zip(run["deliveries"].pub_id, run["deliveries"].sub_id)) for mode, run in runs.items()}
+    assert len(pairs["active"]) > 10_000 and pairs["selective"] == pairs["active"]
+    triggered = {mode: ((run["messages"].kind == "sub") & run["messages"].cause.notna()).sum()
+                 for mode, run in runs.items()}
+    assert triggered["selective"] < triggered["active"] / 2
+    assert runs["selective"]["samples"].preserved.max() > 0

@@ -4,7 +4,7 @@ import pytest
 import topologies
 from protocols.index import FilterIndex
 from protocols.language import parse_filter
-from workloads.generators import covering_degree
+from workloads.generators import covering_degree, mobile_monitors
 
 
 def test_enterprise_shapes():
@@ -57,3 +57,38 @@ def test_unsubscriptions_remove_roots_after_the_tables_are_built():
     unsubscribes = [r for r in records if r["op"] == "unsubscribe"]
     assert len(unsubscribes) == 4 and all(r["id"].startswith("R") and "." not in r["id"] for r in unsubscribes)
     assert min(r["t"] for r in unsubscribes) == pytest.approx(last_subscribe + 5.0)
+
+
+def test_regions_shape():
+    graph = topologies.regions(regions=4, inner_per_region=3, edges_per_inner=4)
+    topologies.check_tree(graph, "regions")
+    roles = [graph.nodes[n]["role"] for n in graph]
+    assert (roles.count("core"), roles.count("inner"), roles.count("edge")) == (4, 12, 48)
+    for edge in (n for n in graph if graph.nodes[n]["role"] == "edge"):
+        inner = next(iter(graph.neighbors(edge)))
+        core = next(n for n in graph.neighbors(inner) if graph.nodes[n]["role"] == "core")
+        assert graph.nodes[edge]["region"] == graph.nodes[inner]["region"] == graph.nodes[core]["region"]
+
+
+def test_mobile_monitors_move_within_their_region_every_interval():
+    graph = topologies.regions()
+    records = mobile_monitors(sorted(graph), graph, seed=3, subscribers=200, publishers=5, publish_interval=10.0,
+                              monitor_move_interval=120.0, moves_per_minute=6, duration=1200.0)
+    monitors = [r for r in records if r["op"] == "subscribe" and r["id"].startswith("MON")]
+    assert len(monitors) == 4 and all(parse_filter(r["filter"]) for r in monitors)
+    assert sorted(graph.nodes[r["broker"]]["region"] for r in monitors) == [1, 2, 3, 4]
+    for monitor in monitors:
+        moves = [r for r in records if r["op"] == "move" and r["client"] == monitor["client"]]
+        times = [monitor["t"]] + [r["t"] for r in moves]
+        assert len(moves) == int((1200 - monitor["t"]) // 120)
+        assert all(b - a == pytest.approx(120.0) for a, b in zip(times, times[1:]))
+        where = [monitor["broker"]] + [r["broker"] for r in moves]
+        assert all(a != b for a, b in zip(where, where[1:]))
+        assert {graph.nodes[b]["region"] for b in where} == {graph.nodes[monitor["broker"]]["region"]}
+    others = [r for r in records if r["op"] == "move" and not r["client"].startswith("monitor")]
+    assert len(others) == pytest.approx((1200 - monitors[0]["t"]) / 10, abs=1)
+    home = {r["client"]: r["broker"] for r in records if r["op"] == "subscribe"}
+    for move in others:
+        assert graph.nodes[move["broker"]]["region"] == graph.nodes[home[move["client"]]]["region"]
+        home[move["client"]] = move["broker"]
+    assert sum(r["op"] == "publish" for r in records) == pytest.approx((1200 - monitors[0]["t"]) / 10 * 5, abs=5)

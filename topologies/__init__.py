@@ -134,3 +134,28 @@ def enterprise55() -> nx.Graph:
 def enterprise49() -> nx.Graph:
     """The 49-broker variant used for the covering-cost measurements: 26 edge brokers."""
     return _enterprise(23)
+
+
+@generator("regions")
+def regions(regions: int = 4, inner_per_region: int = 3, edges_per_inner: int = 4) -> nx.Graph:
+    """A tiered overlay of ``regions`` regions (the mobile-monitor experiments of "Congestion
+    Avoidance with Selective Filter Aggregation..."): one core broker per region, the cores in
+    a chain, inner brokers under each core and edge brokers under each inner one. Nodes carry
+    ``role`` (core, inner, edge), ``region`` (1..regions) and ``clients`` (edge brokers host
+    both publishers and subscribers)."""
+    if regions < 1 or inner_per_region < 1 or edges_per_inner < 1:
+        raise ValueError("regions, inner_per_region and edges_per_inner must be at least 1")
+    graph = nx.Graph()
+    cores = [f"core-{r}" for r in range(1, regions + 1)]
+    for r, core in enumerate(cores, start=1):
+        graph.add_node(core, role="core", region=r, clients=None)
+        for i in range(1, inner_per_region + 1):
+            inner = f"r{r}-inner-{i}"
+            graph.add_node(inner, role="inner", region=r, clients=None)
+            graph.add_edge(core, inner)
+            for e in range(1, edges_per_inner + 1):
+                edge = f"r{r}-edge-{i}-{e}"
+                graph.add_node(edge, role="edge", region=r, clients="both")
+                graph.add_edge(inner, edge)
+    nx.add_path(graph, cores)
+    return graph

@@ -294,3 +294,64 @@ def siena(
         records.append({"t": round(t, 6), "op": "publish", "client": f"pub-{rng.choice(brokers)}", "id": f"M{i}",
                         "content": language.publication(rng)})
     return records
+
+
+@generator("mobile_monitors")
+def mobile_monitors(
+    brokers: list[str],
+    graph=None,
+    seed: int = 0,
+    subscribers: int = 5000,
+    publishers: int = 40,
+    publish_interval: float = 20.0,
+    subscribe_interval: float = 0.01,
+    monitor_move_interval: float = 120.0,
+    moves_per_minute: float = 0.0,
+    duration: float = 21600.0,
+) -> list[dict]:
+    """The mobile-monitor workload ("Congestion Avoidance with Selective Filter Aggregation..."):
+    ``publishers`` and ``subscribers`` at random edge brokers (price ranges 10-100 wide), one
+    monitor per region subscribing to every quote and moving to another edge broker of its
+    region every ``monitor_move_interval`` seconds until ``duration``; ``moves_per_minute``
+    other subscribers move too, within their region. Each publisher quotes every
+    ``publish_interval`` seconds (staggered)."""
+    rng = rng_for(seed, "mobile_monitors")
+    edges = sorted(n for n in graph if graph.nodes[n].get("role") == "edge") if graph is not None else sorted(brokers)
+    region = {b: (graph.nodes[b].get("region", 0) if graph is not None else 0) for b in edges}
+    by_region: dict[int, list[str]] = {}
+    for broker in edges:
+        by_region.setdefault(region[broker], []).append(broker)
+    records = []
+    for p in range(publishers):
+        records.append({"t": 0.0, "op": "advertise", "client": f"pub{p}", "broker": rng.choice(edges),
+                        "id": f"A{p}", "filter": "[class,eq,'STOCK'],[price,>=,0],[price,<,1000]"})
+    home = {}
+    for s in range(subscribers):
+        low = rng.uniform(0, 900)
+        home[f"c-S{s}"] = rng.choice(edges)
+        records.append({"t": 0.01 + s * subscribe_interval, "op": "subscribe", "client": f"c-S{s}",
+                        "broker": home[f"c-S{s}"], "id": f"S{s}",
+                        "filter": f"[class,eq,'STOCK'],[price,>=,{low:.1f}],[price,<,{low + rng.uniform(10, 100):.1f}]"})
+    start = 0.02 + subscribers * subscribe_interval
+    monitors = {r: rng.choice(members) for r, members in sorted(by_region.items())}
+    for r, broker in monitors.items():
+        records.append({"t": start, "op": "subscribe", "client": f"monitor{r}", "broker": broker, "id": f"MON{r}",
+                        "filter": "[class,eq,'STOCK']"})
+    t = start + monitor_move_interval
+    while t < duration:
+        for r in monitors:
+            monitors[r] = rng.choice([b for b in by_region[r] if b != monitors[r]] or by_region[r])
+            records.append({"t": t, "op": "move", "client": f"monitor{r}", "broker": monitors[r]})
+        t += monitor_move_interval
+    if moves_per_minute > 0:
+        t, clients = start, sorted(home)
+        while (t := t + 60.0 / moves_per_minute) < duration:
+            client = rng.choice(clients)
+            home[client] = rng.choice([b for b in by_region[region[home[client]]] if b != home[client]]
+                                      or [home[client]])
+            records.append({"t": t, "op": "move", "client": client, "broker": home[client]})
+    for m in range(int(duration / publish_interval * publishers)):
+        records.append({"t": start + m * publish_interval / publishers, "op": "publish", "client": f"pub{m % publishers}",
+                        "id": f"M{m}", "content": f"[class,'STOCK'],[price,{rng.uniform(0, 1000):.2f}]"})
+    records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
+    return [r for r in records if r["t"] < duration]
