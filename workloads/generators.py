@@ -296,6 +296,13 @@ def siena(
     return records
 
 
+def _move_within_region(rng, client: str, where: dict, region: dict, by_region: dict, t: float) -> dict:
+    """Move ``client`` to another broker of its region (updating ``where``)."""
+    here = where[client]
+    where[client] = rng.choice([b for b in by_region[region[here]] if b != here] or [here])
+    return {"t": t, "op": "move", "client": client, "broker": where[client]}
+
+
 @generator("mobile_monitors")
 def mobile_monitors(
     brokers: list[str],
@@ -337,19 +344,15 @@ def mobile_monitors(
     for r, broker in monitors.items():
         records.append({"t": start, "op": "subscribe", "client": f"monitor{r}", "broker": broker, "id": f"MON{r}",
                         "filter": "[class,eq,'STOCK']"})
+    moving = {f"monitor{r}": broker for r, broker in monitors.items()}
     t = start + monitor_move_interval
     while t < duration:
-        for r in monitors:
-            monitors[r] = rng.choice([b for b in by_region[r] if b != monitors[r]] or by_region[r])
-            records.append({"t": t, "op": "move", "client": f"monitor{r}", "broker": monitors[r]})
+        records += [_move_within_region(rng, client, moving, region, by_region, t) for client in sorted(moving)]
         t += monitor_move_interval
     if moves_per_minute > 0:
         t, clients = start, sorted(home)
         while (t := t + 60.0 / moves_per_minute) < duration:
-            client = rng.choice(clients)
-            home[client] = rng.choice([b for b in by_region[region[home[client]]] if b != home[client]]
-                                      or [home[client]])
-            records.append({"t": t, "op": "move", "client": client, "broker": home[client]})
+            records.append(_move_within_region(rng, rng.choice(clients), home, region, by_region, t))
     for m in range(int(duration / publish_interval * publishers)):
         records.append({"t": start + m * publish_interval / publishers, "op": "publish", "client": f"pub{m % publishers}",
                         "id": f"M{m}", "content": f"[class,'STOCK'],[price,{rng.uniform(0, 1000):.2f}]"})
