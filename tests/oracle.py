@@ -56,6 +56,15 @@ class Pump:
 
     def inject(self, broker, message):
         self.queue.append((broker, None, message))
+        self._drain()
+
+    def tick(self, broker):
+        """The broker's periodic work, then everything it sets off."""
+        self._current = broker
+        self.brokers[broker].tick(self)
+        self._drain()
+
+    def _drain(self):
         while self.queue:
             destination, sender, msg = self.queue.popleft()
             self._current = destination

@@ -84,10 +84,10 @@ def test_tuple_lists_per_publisher_and_variant():
     assert shb("incremental").prune_tuples(("T", 0)) == ()
 
 
-def line_case(variant: str, narrow: int, later=(), **settings) -> Pump:
+def line_case(variant: str, narrow: int, later=(), queue_len: int = 0, **settings) -> Pump:
     """B0 - B1 - B2 - B3, publisher P at B3. S ([x,>,0]) and ``narrow`` disjoint
     subscriptions it covers at B0; T (identical to S) at B2, so publications match twice at B2 only. Then S
-    is unsubscribed, then the ``later`` records."""
+    is unsubscribed, then the ``later`` records. Every broker sees ``queue_len`` waiting."""
     graph = nx.path_graph(["B0", "B1", "B2", "B3"])
     records = [{"t": 0, "op": "advertise", "client": "P", "broker": "B3", "id": "A", "filter": "[x,>=,0]"},
                {"t": 1, "op": "subscribe", "client": "cS", "broker": "B0", "id": "S", "filter": "[x,>,0]"},
@@ -97,7 +97,9 @@ def line_case(variant: str, narrow: int, later=(), **settings) -> Pump:
     records += [{"t": 4 + i, "op": "publish", "client": "P", "id": f"M{i}", "content": f"[x,{5 + i}]"} for i in range(5)]
     records += [{"t": 20, "op": "unsubscribe", "client": "cS", "id": "S"},
                 {"t": 21, "op": "publish", "client": "P", "id": "late", "content": "[x,10.5]"}, *later]
-    pump = Pump(graph, protocol(variant, **settings)).run(records)
+    pump = Pump(graph, protocol(variant, **settings))
+    pump.queue_len = queue_len
+    pump.run(records)
     assert set(pump.deliveries) == expected_deliveries(records)
     return pump
 
@@ -130,6 +132,20 @@ def test_incremental_removes_where_few_subscriptions_would_be_triggered():
     unsubs = [(s, d) for s, d, kind, msg_id in many.sent if kind == "unsub" and msg_id == "S"]
     assert unsubs == [("B0", "B1"), ("B1", "B2")]
     assert ("S", 0) in many.brokers["B2"].pruning_preserved["B3"]
+
+
+def test_incremental_defers_big_unsubscriptions_while_congested():
+    pump = line_case("incremental", narrow=12, queue_len=50, congested_queue=40)
+    unsubs = [(s, d) for s, d, kind, msg_id in pump.sent if kind == "unsub" and msg_id == "S"]
+    assert unsubs == [("B0", "B1")]  # B1 would trigger 12: it waits
+    assert ("S", 0) in pump.brokers["B1"].subs and pump.brokers["B1"].pruning_deferred
+    assert [d["sub_id"] for kind, d in pump.events if kind == "unsubscription_deferred"] == ["S"]
+    pump.tick("B1")  # still congested: nothing happens
+    assert ("S", 0) in pump.brokers["B1"].subs
+    pump.queue_len = 0
+    pump.tick("B1")
+    unsubs = [(s, d) for s, d, kind, msg_id in pump.sent if kind == "unsub" and msg_id == "S"]
+    assert unsubs == [("B0", "B1"), ("B1", "B2")] and ("S", 0) in pump.brokers["B2"].pruning_preserved["B3"]
 
 
 def test_preserved_entry_is_withdrawn_once_it_covers_nothing():
