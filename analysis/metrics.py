@@ -68,7 +68,7 @@ def with_publishers(t: dict) -> dict:
 
 def delay_by_pair(t: dict) -> DataFrame:
     """Delivery delay per (publisher broker, subscriber broker)."""
-    d = t["deliveries"].join(t["publishers"], ["run", "pub_id"], "left")
+    d = t["deliveries"].join(F.broadcast(t["publishers"]), ["run", "pub_id"], "left")
     return (d.groupBy("run", "publisher_broker", F.col("broker").alias("subscriber_broker"))
             .agg(*_delay_stats(_delay_s())))
 

@@ -38,7 +38,9 @@ _GAP = 1024.0
 
 @dataclass(slots=True)
 class Work:
-    """Work counters: entries considered and column cells compared, per query family."""
+    """Work counters: entries considered and column cells compared, per query family:
+    ``match`` (publications against subscriptions, subscriptions against advertisements and
+    back: PADRES's "matching") and ``cover`` (covering and covered-by queries)."""
 
     match_queries: int = 0
     match_entries: int = 0
@@ -426,12 +428,12 @@ class FilterIndex:
         entries touching ``sub`` in a point there (or unsatisfiable ones) are re-checked."""
         if unsatisfiable(sub):
             return []
-        slots, points = self._probe(self._query_bounds(sub), kernels.OVERLAP, "cover", len(sub.constraints))
+        slots, points = self._probe(self._query_bounds(sub), kernels.OVERLAP, "match", len(sub.constraints))
         return self._finish(slots, points | self._unsat[slots], lambda e: intersects(e, sub))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
         """Keys of the entries (subscriptions) that advertisement ``adv`` intersects."""
-        slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "cover", None)
+        slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "match", None)
         recheck = True if unsatisfiable(adv) else points | self._unsat[slots]
         return self._finish(slots, recheck, lambda e: intersects(adv, e))
 

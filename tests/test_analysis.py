@@ -263,3 +263,8 @@ def test_paths_that_are_not_runs_are_refused(tmp_path):
         result = subprocess.run([sys.executable, "-m", "experiments.cli", "analyze", str(path)],
                                 cwd=PROJECT_ROOT, capture_output=True, text=True)
         assert result.returncode == 2 and message in result.stderr and str(path) in result.stderr
+
+
+def test_the_job_never_imports_ray():
+    check = "import sys, analysis.job; assert not [m for m in sys.modules if m == 'ray' or m.startswith('ray.')]"
+    assert subprocess.run([sys.executable, "-c", check], cwd=PROJECT_ROOT).returncode == 0

@@ -1,0 +1,139 @@
+"""Fitting the ``padres`` cost profile to PADRES's measured per-message processing times.
+
+The original system measured, with 49 brokers, 42,000 subscriptions and 200,000 publications
+(no unsubscriptions), these average times per message in ms (active / lazy / no covering):
+subscription matching 0.81 / 1.6 / 1.6, subscription covering 12 / 27 / 0, unsubscription
+1.4 / - / -, publication 3.0 / 6.2 / 7.9. ``reference_work`` replays that workload (the
+covering-degree workload on the 49-broker enterprise overlay) through the real brokers, in
+process and without time, and averages the index's work counters per message kind; ``fit``
+then chooses base costs and coefficients so that base + coefficients x average work meets
+the targets. Because cost grows with the work counted (table sizes, comparisons), the same
+profile makes bigger tables slower, as in the papers. Matching and covering of a
+subscription are told apart by the counter families (``match_*`` versus ``cover_*``).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+import topologies
+from protocols.index import Work
+from protocols.stack import make_broker
+from workloads.generators import covering_degree
+from workloads.trace import compile_trace
+
+MODES = ("active", "lazy", "none")
+TARGETS_MS = {
+    "active": {"sub matching": 0.81, "sub covering": 12.0, "unsub": 1.4, "pub": 3.0},
+    "lazy": {"sub matching": 1.6, "sub covering": 27.0, "unsub": None, "pub": 6.2},
+    "none": {"sub matching": 1.6, "sub covering": 0.0, "unsub": None, "pub": 7.9},
+}
+MATCH = "match_predicates"  # cells compared by matching queries
+COVER = ("cover_predicates", "cover_entries")
+
+
+class _Replay:
+    """A synchronous broker context: each operation runs to quiescence; per handled message,
+    the kind and the work counters it cost."""
+
+    def __init__(self, brokers: dict) -> None:
+        self.brokers = brokers
+        self.queue: deque = deque()
+        self.work: dict[str, list[dict]] = {}
+        self.now = 0
+        self.queue_len = 0
+
+    def send(self, destination, message) -> None:
+        self.queue.append((destination, self._current, message))
+
+    def deliver(self, publication, sub_id, client) -> None:
+        pass
+
+    def event(self, kind, **detail) -> None:
+        pass
+
+    def inject(self, broker: str, message) -> None:
+        self.queue.append((broker, None, message))
+        while self.queue:
+            destination, sender, msg = self.queue.popleft()
+            self._current = destination
+            broker_obj = self.brokers[destination]
+            broker_obj.work.reset()
+            broker_obj.handle(msg, sender, self)
+            self.work.setdefault(msg.kind, []).append(broker_obj.work.as_dict())
+
+
+def reference_records(subscriptions: int = 42_000, publications: int = 8_000, seed: int = 0):
+    graph = topologies.enterprise49()
+    records = covering_degree(sorted(graph), graph, seed=seed, subscriptions=subscriptions,
+                              publications=publications, unsubscriptions=0)
+    return graph, records
+
+
+def reference_work(covering: str, subscriptions: int = 42_000, publications: int = 8_000,
+                   seed: int = 0) -> dict[str, dict[str, float]]:
+    """Average work counters per handled message, per kind, for one covering mode."""
+    graph, records = reference_records(subscriptions, publications, seed)
+    brokers = {n: make_broker(n, graph.neighbors(n), {"covering": covering}) for n in sorted(graph)}
+    replay = _Replay(brokers)
+    for injection in compile_trace([("reference", r) for r in records], brokers):
+        replay.now = injection.t_us
+        replay.inject(injection.broker, injection.message)
+    counters = list(Work().as_dict())
+    return {kind: {c: float(np.mean([w[c] for w in rows])) for c in counters} | {"messages": len(rows)}
+            for kind, rows in sorted(replay.work.items())}
+
+
+def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Non-negative (intercept, slope) of the least-squares line through (xs, ys)."""
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    slope, intercept = np.polyfit(xs, ys, 1) if np.ptp(xs) > 0 else (0.0, ys.mean())
+    if slope < 0:
+        return float(ys.mean()), 0.0
+    if intercept < 0:
+        return 0.0, float(xs @ ys / (xs @ xs))
+    return float(intercept), float(slope)
+
+
+def fit(work: dict[str, dict[str, dict[str, float]]]) -> dict:
+    """A profile (``base``/``per`` in microseconds) from ``reference_work`` of every mode."""
+    us = {mode: {row: (v * 1000 if v is not None else None) for row, v in t.items()} for mode, t in TARGETS_MS.items()}
+    sub_base, sub_match = _line([work[m]["sub"][MATCH] for m in MODES], [us[m]["sub matching"] for m in MODES])
+    pub_base, pub_match = _line([work[m]["pub"][MATCH] for m in MODES], [us[m]["pub"] for m in MODES])
+    covered = [m for m in MODES if us[m]["sub covering"]]
+    design = np.array([[work[m]["sub"][c] for c in COVER] for m in covered])
+    cover, *_ = np.linalg.lstsq(design, np.array([us[m]["sub covering"] for m in covered]), rcond=None)
+    if (cover < 0).any():  # one coefficient on compared cells instead
+        cells = design[:, 0]
+        cover = np.array([float(np.dot(cells, [us[m]["sub covering"] for m in covered]) / np.dot(cells, cells)), 0.0])
+    cover_per = {c: round(float(k), 6) for c, k in zip(COVER, cover) if k > 0}
+    unsub_work = work["active"].get("unsub", {})
+    unsub_cover = sum(cover_per.get(c, 0.0) * unsub_work.get(c, 0.0) for c in COVER)
+    return {
+        "name": "padres",
+        "base": {"default": 200, "adv": 800, "unadv": 800, "attach": 800, "detach": 700,
+                 "sub": round(sub_base, 1), "pub": round(pub_base, 1),
+                 "unsub": round(max(0.0, us["active"]["unsub"] - unsub_cover), 1)},
+        "per": {
+            "default": {MATCH: round(sub_match, 6), **cover_per, "residual_checks": 2.0},
+            "sub": {MATCH: round(sub_match, 6), **cover_per},
+            "unsub": dict(cover_per),
+            "pub": {MATCH: round(pub_match, 6)},
+        },
+    }
+
+
+def predicted_ms(profile: dict, work: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Per-message averages (ms) that ``profile`` gives one mode's reference work, by target row."""
+    def cost(kind: str, counters) -> float:
+        per = {**profile["per"].get("default", {}), **profile["per"].get(kind, {})}
+        return sum(per.get(c, 0.0) * work.get(kind, {}).get(c, 0.0) for c in counters)
+
+    base = profile["base"]
+    return {
+        "sub matching": (base["sub"] + cost("sub", [MATCH, "residual_checks"])) / 1000,
+        "sub covering": cost("sub", COVER) / 1000,
+        "unsub": (base["unsub"] + cost("unsub", [MATCH, *COVER, "residual_checks"])) / 1000 if "unsub" in work else None,
+        "pub": (base["pub"] + cost("pub", [MATCH, "residual_checks"])) / 1000,
+    }
