@@ -133,8 +133,13 @@ class Engine:
 
     def next_time(self) -> float:
         """The earliest pending event; a due sample counts while anything is pending, so no
-        window skips past it (broker ticks run at samples and may send across hosts)."""
-        return min(self.heap[0][0][0], self.next_sample) if self.heap else float("inf")
+        window skips past it (broker ticks run at samples and may send across hosts), and
+        while a broker awaits a tick (deferred work)."""
+        if self.heap:
+            return min(self.heap[0][0][0], self.next_sample)
+        if any(broker.awaits_tick() for broker in self.brokers.values()):
+            return self.next_sample
+        return float("inf")
 
     # ------------------------------------------------------------------ running
 

@@ -23,6 +23,8 @@ Hooks protocols override (and extend with ``super()``):
                                      the output filter: what physically crosses to a neighbour
                                      when a subscription starts / stops being routed there
   ``tick(ctx)``                      periodic work (called every sampling interval)
+  ``awaits_tick()``                  True while the broker holds work only a tick will do
+                                     (a run until idle goes on to the next tick)
   ``protocol_samples()``             a protocol's extra sample columns (results SCHEMAS)
 """
 from __future__ import annotations
@@ -88,6 +90,9 @@ class Broker:
 
     def tick(self, ctx: Context) -> None:
         """Periodic work; the base broker has none."""
+
+    def awaits_tick(self) -> bool:
+        return False
 
     def protocol_samples(self) -> dict:
         """Values of the protocol's own sample columns; the base broker has none."""

@@ -144,6 +144,9 @@ class Pruning(ActiveCovering):
         self._retry_deferred(ctx)
         super().tick(ctx)
 
+    def awaits_tick(self) -> bool:
+        return bool(self.pruning_deferred) or super().awaits_tick()
+
     def protocol_samples(self) -> dict:
         entries = [e for window in self.pruning_window.values() for e in window]
         return {**super().protocol_samples(), "preserved": sum(map(len, self.pruning_preserved.values())),

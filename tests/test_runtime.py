@@ -37,9 +37,19 @@ def sorted_rows(run_dir, table):
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
 
 
-@pytest.mark.parametrize("covering", ["none", "active"])
-def test_cli_run_delivers_exactly_what_the_oracle_expects(write_scenario, tmp_path, capsys, covering):
-    path = write_scenario(small_scenario(protocol={"covering": covering}))
+PROTOCOLS = {
+    "none": {"covering": "none"},
+    "active": {"covering": "active"},
+    "selective": {"covering": "active", "pruning": {"variant": "selective", "min_count": 0}},
+    # congestion thresholds low enough that unsubscriptions wait for the ticks
+    "incremental": {"covering": "packing", "pruning": {"variant": "incremental", "congested_queue": 1,
+                                                       "congestion_trigger": 1}},
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
+def test_cli_run_delivers_exactly_what_the_oracle_expects(write_scenario, tmp_path, capsys, protocol):
+    path = write_scenario(small_scenario(protocol=PROTOCOLS[protocol]))
     out = tmp_path / "run"
     assert main(["run", str(path), "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
@@ -92,10 +102,11 @@ def test_samples_every_interval_and_at_the_end(write_scenario, tmp_path):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_identical_results_across_host_counts(write_scenario, tmp_path, ray_session):
+@pytest.mark.parametrize("protocol", ["none", "incremental"])
+def test_identical_results_across_host_counts(write_scenario, tmp_path, ray_session, protocol):
     scenario = small_scenario(runtime={"costs": "padres", "mailbox": {"capacity": 50}, "sample_interval": "2s"},
                               topology={"generator": {"name": "random_tree", "n": 7, "seed": 5},
-                                        "link": {"latency": "2ms"}})
+                                        "link": {"latency": "2ms"}}, protocol=PROTOCOLS[protocol])
     scenario["workload"]["generator"].update(operations=300, spacing=0.002)  # busy: queues build up
     path = write_scenario(scenario)
     results = {}
@@ -104,6 +115,9 @@ def test_identical_results_across_host_counts(write_scenario, tmp_path, ray_sess
         assert main(["run", str(path), "--out", str(out), "--set", f"runtime.hosts={hosts}"]) == 0
         results[hosts] = {t: sorted_rows(out, t) for t in ("deliveries", "messages", "samples", "events")}
     assert max(r["queue_len"] for r in results[0]["messages"]) > 3
+    if protocol == "incremental":  # unsubscriptions waited, and the run went on to the tick that sent them
+        assert any(e["kind"] == "unsubscription_deferred" for e in results[0]["events"])
+        assert max(r["t_arrive_us"] for r in results[0]["messages"] if r["kind"] == "unsub") >= 2_000_000
     for hosts in (1, 2, "all"):
         for table in results[0]:
             assert results[hosts][table] == results[0][table], f"{table} differs with hosts={hosts}"
