@@ -28,14 +28,17 @@ def main() -> None:
     parser.add_argument("--subscriptions", type=int, default=42_000)
     parser.add_argument("--publications", type=int, default=8_000)
     parser.add_argument("--write", action="store_true", help="write the fitted profile to " + str(PROFILE))
+    parser.add_argument("--work", type=Path, help="JSON of the replayed work: read it if it exists, else save it there")
     args = parser.parse_args()
-    work = {}
-    for mode in MODES:
+    work = json.loads(args.work.read_text()) if args.work and args.work.exists() else {}
+    for mode in (m for m in MODES if m not in work):
         started = time.perf_counter()
         work[mode] = reference_work(mode, args.subscriptions, args.publications)
         print(f"{mode}: replayed in {time.perf_counter() - started:.0f} s; average work per message: "
               + json.dumps({k: round(v["match_predicates"] + v["cover_predicates"], 1) for k, v in work[mode].items()}),
               file=sys.stderr)
+    if args.work:
+        args.work.write_text(json.dumps(work))
     profile = fit(work)
     print(f"{'mode':<7} {'row':<13} {'target ms':>9} {'fitted ms':>9} {'error':>7}")
     for mode in MODES:
