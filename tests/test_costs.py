@@ -1,4 +1,5 @@
 """The cost model and `pubsub-emu calibrate`."""
+import pytest
 import yaml
 
 from actors.costs import load_profile
@@ -10,7 +11,8 @@ def test_padres_profile_charges_more_for_bigger_tables():
     padres = load_profile("padres")
     small, large = Work(match_entries=100, match_predicates=300), Work(match_entries=10_000, match_predicates=30_000)
     assert padres.service_us("pub", large) > padres.service_us("pub", small) > padres.service_us("pub", Work())
-    assert padres.service_us("pub", Work()) == 1500
+    # covering dominates subscription processing once tables are large, as PADRES measured
+    assert padres.service_us("sub", Work(cover_predicates=30_000)) > 10 * padres.service_us("sub", Work())
     assert load_profile("zero").service_us("pub", large) == 0
 
 
@@ -28,3 +30,24 @@ def test_calibrate_writes_a_profile_the_runtime_accepts(tmp_path, capsys):
 def test_calibrate_refuses_bad_sizes(capsys):
     assert main(["calibrate", "--sizes", "ten"]) == 2
     assert "expected comma-separated integers" in capsys.readouterr().err
+
+
+def test_reference_fit_recovers_exact_targets_and_balances_the_rest():
+    from actors.reference_fit import MODES, TARGETS_MS, fit, predicted_ms
+
+    def work(pub_cells, cover_cells):
+        counters = {"match_predicates": 6.0, "cover_predicates": cover_cells, "residual_checks": 0.0}
+        return {"sub": counters, "pub": {"match_predicates": pub_cells, "residual_checks": 0.0},
+                "unsub": {"cover_predicates": 0.0}}
+
+    # publication cost 3 us per cell and covering 3 us per cell fit the targets exactly
+    reference = {"active": work(1000, 4000), "lazy": work(1000 + 3200 / 3, 9000), "none": work(1000 + 4900 / 3, 0)}
+    profile = fit(reference)
+    for mode in MODES:
+        predicted = predicted_ms(profile, reference[mode])
+        for row in ("pub", "sub covering"):
+            assert predicted[row] == pytest.approx(TARGETS_MS[mode][row], rel=1e-6)
+        assert predicted["unsub"] == pytest.approx(1.4)
+    # matching work is the same in every mode: one constant with balanced relative errors
+    matching = {m: predicted_ms(profile, reference[m])["sub matching"] / TARGETS_MS[m]["sub matching"] for m in MODES}
+    assert matching["active"] - 1 == pytest.approx(1 - matching["lazy"], rel=0.05) and matching["none"] == matching["lazy"]

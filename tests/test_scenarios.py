@@ -91,7 +91,11 @@ def test_mobile_monitors_pruning_triggers_fewer_subscriptions(tmp_path):
         assert main(["run", str(SCENARIOS / f"mobile_monitors_small_{mode}.yaml"), "--out", str(out)]) == 0
         runs[mode] = {t: read_table(out, t).to_pandas() for t in ("messages", "deliveries", "samples")}
     pairs = {mode: set(zip(run["deliveries"].pub_id, run["deliveries"].sub_id)) for mode, run in runs.items()}
-    assert len(pairs["active"]) > 10_000 and pairs["selective"] == pairs["active"]
+    assert len(pairs["active"]) > 10_000
+    # stationary subscribers get the same deliveries; a publication racing a monitor's move
+    # may reach it or not depending on how long the brokers' queues made it travel
+    differ = pairs["selective"] ^ pairs["active"]
+    assert all(sub.startswith("MON") for _, sub in differ) and len(differ) <= 0.001 * len(pairs["active"])
     triggered = {mode: ((run["messages"].kind == "sub") & run["messages"].cause.notna()).sum()
                  for mode, run in runs.items()}
     assert triggered["selective"] < triggered["active"] / 2
