@@ -174,6 +174,7 @@ class Pruning(ActiveCovering):
         if msg.key not in self.subs:
             return
         if sender is None:
+            self._expire(self.pruning_window.get(msg.key, deque()), ctx.now)
             tuples = self.prune_tuples(msg.key)
             self.pruning_window.pop(msg.key, None)
         elif self._congested(msg, ctx):

@@ -124,6 +124,12 @@ def test_traditional_unsubscription_without_overlap_when_min_count_is_not_reache
     assert not any(b.pruning_preserved[h] for b in pump.brokers.values() for h in b.neighbors)
 
 
+def test_statistics_older_than_the_window_are_forgotten():
+    pump = line_case("selective", narrow=3, window_us=5_000_000)  # publications at 4-8 s, unsubscribe at 20 s
+    unsubs = [(sender, dest) for sender, dest, kind, msg_id in pump.sent if kind == "unsub" and msg_id == "S"]
+    assert unsubs == [("B0", "B1"), ("B1", "B2"), ("B2", "B3")]  # nothing recorded: the traditional way
+
+
 def test_incremental_removes_where_few_subscriptions_would_be_triggered():
     few = line_case("incremental", narrow=3)  # lg M < 1 everywhere: traditional all the way
     unsubs = [(s, d) for s, d, kind, msg_id in few.sent if kind == "unsub" and msg_id == "S"]
