@@ -73,11 +73,11 @@ def _spark():
 
 def analyse(spark, runs, out: Path, bucket_us: int) -> None:
     """Compute every metric, write its table, draw the figures and write the report."""
-    tables = metrics.with_publishers(read_tables(spark, runs))
+    tables = metrics.with_derived(read_tables(spark, runs), bucket_us)
     tables["samples"] = tables["samples"].cache()
     per_broker = metrics.forwarding(tables).cache()
     by_role = metrics.forwarding_by_role(per_broker).cache()
-    arrivals = metrics.queue_at_arrivals(tables, bucket_us).cache()
+    arrivals = metrics.queue_at_arrivals(tables).cache()
     peaks = metrics.queue_peaks(tables, arrivals, bucket_us).cache()
     by_broker = metrics.messages_by_broker(tables).cache()
     computed = {

@@ -57,13 +57,28 @@ def delay_distribution(t: dict) -> DataFrame:
     return counts.withColumn("cdf", F.sum("count").over(cumulative) / F.sum("count").over(per_run))
 
 
-def with_publishers(t: dict) -> dict:
-    """The tables plus ``publishers`` (run, pub_id, publisher_broker): where each publication
-    entered the overlay (cached: several metrics join it)."""
+def with_derived(t: dict, bucket_us: int) -> dict:
+    """The tables plus two cached ones several metrics share, so ``messages`` (the big one)
+    is scanned twice instead of once per metric:
+    ``publishers`` (run, pub_id, publisher_broker): where each publication entered the overlay;
+    ``message_counts``: per run, broker, kind, origin (``from_client``) and time bucket of
+    arrival, the messages arrived, processed, dropped, triggered (``cause`` set) and their
+    items (a batch counts its content), the longest queue found and the first arrival."""
     m = t["messages"]
     publishers = (m.where((m.kind == "pub") & m.sender.isNull())
                   .select("run", F.col("msg_id").alias("pub_id"), F.col("broker").alias("publisher_broker")))
-    return {**t, "publishers": publishers.cache()}
+    items = F.coalesce("batch_size", F.lit(1))
+    counts = m.groupBy("run", "broker", "kind", m.sender.isNull().alias("from_client"),
+                       _bucket("t_arrive_us", bucket_us)).agg(
+        F.count(F.lit(1)).alias("arrived"),
+        F.count("t_end_us").alias("processed"),
+        F.sum(F.col("dropped").cast("int")).alias("dropped"),
+        F.sum(F.when(m.cause.isNotNull(), items).otherwise(0)).alias("triggered"),
+        F.sum(items).alias("items"),
+        F.max("queue_len").alias("max_queue"),
+        F.min("t_arrive_us").alias("first_us"),
+    )
+    return {**t, "publishers": publishers.cache(), "message_counts": counts.cache()}
 
 
 def delay_by_pair(t: dict) -> DataFrame:
@@ -103,15 +118,8 @@ def table_size_over_time(t: dict) -> DataFrame:
 def messages_by_broker(t: dict) -> DataFrame:
     """Per broker and kind: arrived, processed, dropped, triggered (``cause`` set) and items
     (a batch counts its content)."""
-    m = t["messages"]
-    items = F.coalesce("batch_size", F.lit(1))
-    return m.groupBy("run", "broker", "kind").agg(
-        F.count(F.lit(1)).alias("arrived"),
-        F.count("t_end_us").alias("processed"),
-        F.sum(F.col("dropped").cast("int")).alias("dropped"),
-        F.sum(F.when(m.cause.isNotNull(), items).otherwise(0)).alias("triggered"),
-        F.sum(items).alias("items"),
-    )
+    columns = ("arrived", "processed", "dropped", "triggered", "items")
+    return t["message_counts"].groupBy("run", "broker", "kind").agg(*[F.sum(c).alias(c) for c in columns])
 
 
 def broker_load(t: dict, by_broker: DataFrame, sim_end_us: dict[str, int]) -> DataFrame:
@@ -142,9 +150,9 @@ def throughput(t: dict, bucket_us: int) -> DataFrame:
     seconds = bucket_us / US
     deliveries = t["deliveries"].groupBy("run", _bucket("t_deliver_us", bucket_us)).agg(
         F.count(F.lit(1)).alias("deliveries"))
-    m = t["messages"]
-    copies = m.where((m.kind == "pub") & m.sender.isNotNull()).groupBy("run", _bucket("t_arrive_us", bucket_us)).agg(
-        F.count(F.lit(1)).alias("pub_copies"))
+    counts = t["message_counts"]
+    copies = counts.where((counts.kind == "pub") & ~counts.from_client).groupBy("run", "t_s").agg(
+        F.sum("arrived").alias("pub_copies"))
     both = deliveries.join(copies, ["run", "t_s"], "full").fillna(0, ["deliveries", "pub_copies"])
     return (both.withColumn("deliveries_per_s", F.col("deliveries") / seconds)
             .withColumn("pub_copies_per_s", F.col("pub_copies") / seconds))
@@ -227,12 +235,12 @@ def forwarding_by_role(per_broker: DataFrame) -> DataFrame:
             .withColumn("false_positive_fraction", F.col("false_positives") / F.col("received_over_links")))
 
 
-def queue_at_arrivals(t: dict, bucket_us: int) -> DataFrame:
+def queue_at_arrivals(t: dict) -> DataFrame:
     """Per broker and bucket, the longest queue an arriving message found: unlike samples,
     this catches bursts shorter than the sampling interval."""
     roles = t["brokers"].select("run", "broker", "role")
-    return (t["messages"].groupBy("run", "broker", _bucket("t_arrive_us", bucket_us))
-            .agg(F.max("queue_len").alias("max_queue")).join(roles, ["run", "broker"], "left"))
+    return (t["message_counts"].groupBy("run", "broker", "t_s")
+            .agg(F.max("max_queue").alias("max_queue")).join(roles, ["run", "broker"], "left"))
 
 
 def queue_peaks(t: dict, arrivals: DataFrame, bucket_us: int) -> DataFrame:
@@ -240,9 +248,9 @@ def queue_peaks(t: dict, arrivals: DataFrame, bucket_us: int) -> DataFrame:
     longest before the burst (buckets ending before the first client unsubscription), and the
     drain time: from the peak's bucket to the first later bucket whose longest queue is back
     to that level (0 when the peak is not above it). ``arrivals``: ``queue_at_arrivals``."""
-    m = t["messages"]
-    burst = m.where((m.kind == "unsub") & m.sender.isNull()).groupBy("run").agg(
-        (F.min("t_arrive_us") / US).alias("burst_s"))
+    counts = t["message_counts"]
+    burst = counts.where((counts.kind == "unsub") & counts.from_client).groupBy("run").agg(
+        (F.min("first_us") / US).alias("burst_s"))
     largest = arrivals.groupBy("run", "t_s").agg(F.max("max_queue").alias("queue"))
     baseline = largest.join(burst, "run", "left").groupBy("run").agg(F.coalesce(F.max(F.when(
         F.col("t_s") + bucket_us / US <= F.col("burst_s"), F.col("queue"))), F.lit(0)).alias("pre_burst_queue"))
