@@ -9,8 +9,9 @@ subscription releases, as the burst, every withheld subscription it covered that
 sent subscription still covers; a subscription covered by two others is released once both
 are gone. Released (un)subscriptions carry the triggering id in ``cause``.
 ``PackingCovering`` is active covering whose cause-tagged (un)subscriptions for one handled
-message and one neighbour travel as one batch (``sub_batch``/``unsub_batch``), unpacked at
-the receiver and charged there item by item.
+message and one neighbour travel as batches (``sub_batch``/``unsub_batch``: each run of
+consecutive ones, in their order; a burst is one run), unpacked at the receiver and charged
+there item by item.
 Deliberate differences from PADRES: released subscriptions go out before the unsubscription
 that released them (the neighbour never lacks both, so no publication is lost in between),
 and most general first (fewest predicates, then key), so a released coverer keeps the
@@ -22,6 +23,7 @@ Per neighbour, ``routed_subs`` (the base broker's) is exactly ``covering_sent`` 
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import groupby
 
 from .broker import Route
 from .index import FilterIndex
@@ -96,8 +98,10 @@ class PackingCovering(ActiveCovering):
 
 class _Packer:
     """A broker context that holds back a handled message's (un)subscriptions per neighbour
-    and sends them as: released subscriptions (one batch), then the ordinary traffic in
-    order, then the withdrawals (one batch), so a neighbour never lacks a coverer."""
+    and sends them in their order, each run of consecutive released subscriptions as one
+    ``sub_batch`` and each run of consecutive withdrawals as one ``unsub_batch`` (a burst is
+    one such run). Keeping the order keeps active covering's guarantees: a neighbour never
+    lacks a coverer, and a key withdrawn and released again in one handling ends up sent."""
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
@@ -118,16 +122,15 @@ class _Packer:
 
     def flush(self) -> None:
         for destination, messages in self.held.items():
-            released = [m for m in messages if m.kind == "sub" and m.cause is not None]
-            withdrawn = [m for m in messages if m.kind == "unsub" and m.cause is not None]
-            ordinary = [m for m in messages if m.cause is None]
-            self._send_batch(destination, "sub_batch", released)
-            for message in ordinary:
-                self.ctx.send(destination, message)
-            self._send_batch(destination, "unsub_batch", withdrawn)
+            for batch_kind, run in groupby(messages, key=_batch_kind):
+                run = list(run)
+                if batch_kind is None or len(run) == 1:
+                    for message in run:
+                        self.ctx.send(destination, message)
+                else:
+                    self.ctx.send(destination, Message(batch_kind, run[0].cause, items=tuple(run), cause=run[0].cause))
 
-    def _send_batch(self, destination: str, kind: str, messages: list[Message]) -> None:
-        if len(messages) == 1:
-            self.ctx.send(destination, messages[0])
-        elif messages:
-            self.ctx.send(destination, Message(kind, messages[0].cause, items=tuple(messages), cause=messages[0].cause))
+
+def _batch_kind(message: Message) -> str | None:
+    """The batch a cause-tagged (un)subscription travels in; None for ordinary traffic."""
+    return None if message.cause is None else message.kind + "_batch"

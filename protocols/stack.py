@@ -21,10 +21,28 @@ def broker_class(protocol: dict) -> type[Broker]:
         for key, choices in MIXINS.items()
     ]
     mixins = [mixin for key, mixin in CONFIGURED_MIXINS.items() if protocol.get(key)] + mixins
-    mixins = [m for m in mixins if m is not None]
-    if not mixins:
-        return Broker
-    return type("Broker_" + "_".join(m.__name__ for m in mixins), (*mixins, Broker), {})
+    return _compose(tuple(m for m in mixins if m is not None))
+
+
+_COMPOSED: dict[tuple[type, ...], type[Broker]] = {(): Broker}
+
+
+def _compose(mixins: tuple[type, ...]) -> type[Broker]:
+    composed = _COMPOSED.get(mixins)
+    if composed is None:
+        name = "Broker_" + "_".join(m.__name__ for m in mixins)
+        composed = _COMPOSED[mixins] = type(name, (*mixins, Broker), {"__module__": __name__})
+    return composed
+
+
+def __getattr__(name: str) -> type[Broker]:
+    """Composed classes by name, so pickle (host snapshots, Ray) finds them in any process."""
+    known = {m.__name__: m for choices in MIXINS.values() for m in choices.values() if m is not None}
+    known.update((m.__name__, m) for m in CONFIGURED_MIXINS.values())
+    parts = name.removeprefix("Broker_").split("_") if name.startswith("Broker_") else [None]
+    if all(part in known for part in parts):
+        return _compose(tuple(known[part] for part in parts))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_broker(name: str, neighbors, protocol: dict | None = None) -> Broker:

@@ -78,3 +78,27 @@ def test_publication_hops_and_nonconforming_drop():
     pump.run(records)
     assert hops == [("M1", 3)]
     assert pump.events == [("nonconforming_publication", {"pub_id": "M2", "client": "P"})]
+
+
+@pytest.mark.parametrize("protocol", [
+    {}, {"covering": "lazy"}, {"covering": "packing"},
+    {"covering": "active", "pruning": {"variant": "selective", "min_count": 0}},
+], ids=["base", "lazy", "packing", "selective"])
+def test_brokers_pickled_midway_carry_on_identically(protocol):
+    """Host snapshots pickle brokers of composed classes; a restored network behaves the same."""
+    import pickle
+
+    from workloads.trace import compile_trace
+
+    graph = OVERLAYS["tree"](15, 1)
+    records = random_mix(sorted(graph), seed=1, operations=300)
+    straight, resumed = Pump(graph, protocol), Pump(graph, protocol)
+    injections = list(compile_trace([("test", r) for r in records], straight.brokers))
+    for pump, cut in ((straight, None), (resumed, len(injections) // 2)):
+        for i, injection in enumerate(injections):
+            if i == cut:
+                pump.brokers = pickle.loads(pickle.dumps(pump.brokers))
+            pump.now = injection.t_us
+            pump.inject(injection.broker, injection.message)
+    assert resumed.deliveries == straight.deliveries and resumed.sent == straight.sent
+    assert set(straight.deliveries) == expected_deliveries(records)
