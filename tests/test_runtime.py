@@ -72,7 +72,8 @@ def test_accounting_balances_with_drops_under_a_burst(write_scenario, tmp_path):
     for overflow in ("drop", "block"):
         scenario = small_scenario(topology={"generator": {"name": "line", "n": 3}}, workload={"trace": "ops.jsonl"},
                                   duration="0.15s")
-        scenario["runtime"] = {"hosts": 0, "costs": "padres", "mailbox": {"capacity": 5, "overflow": overflow}}
+        scenario["runtime"] = {"hosts": 0, "costs": {"base": {"default": 1500}},  # 1.5 ms a message
+                               "mailbox": {"capacity": 5, "overflow": overflow}}
         out = tmp_path / overflow
         assert main(["run", str(write_scenario(scenario, {"ops.jsonl": trace})), "--out", str(out)]) == 0
         messages = read_table(out, "messages").to_pandas()
