@@ -108,6 +108,7 @@ class Pruning(ActiveCovering):
         given = self.settings["pruning"]
         self.pruning = given if isinstance(given, PruningSettings) else PruningSettings(**given)
         self.pruning_window: dict[tuple, deque[WindowEntry]] = {}  # local subscription -> recorded publications
+        self.pruning_window_size = [0, 0]  # entries and bytes over all windows, kept as they change
         self.pruning_preserved: dict[str, dict[tuple, Message]] = {n: {} for n in self.neighbors}
         self.pruning_deferred: list[tuple[Message, str]] = []
         self._pruning_tuples: tuple | None = None  # the tuple list of the unsubscription in hand
@@ -130,13 +131,19 @@ class Pruning(ActiveCovering):
 
     def deliver_locally(self, msg: Message, route: Route, ctx) -> None:
         window = self.pruning_window.setdefault(route.msg.key, deque())
-        window.append(WindowEntry(ctx.now, msg.id, msg.client, msg.header("distance", 0), msg.header("count", 0)))
+        entry = WindowEntry(ctx.now, msg.id, msg.client, msg.header("distance", 0), msg.header("count", 0))
+        window.append(entry)
+        self._count_window(1, entry.nbytes)
         self._expire(window, ctx.now)
         super().deliver_locally(msg, route, ctx)
 
     def _expire(self, window: deque, now: int) -> None:
         while window and window[0].t <= now - self.pruning.window_us:
-            window.popleft()
+            self._count_window(-1, -window.popleft().nbytes)
+
+    def _count_window(self, entries: int, nbytes: int) -> None:
+        self.pruning_window_size[0] += entries
+        self.pruning_window_size[1] += nbytes
 
     def tick(self, ctx) -> None:
         for window in self.pruning_window.values():
@@ -148,9 +155,9 @@ class Pruning(ActiveCovering):
         return bool(self.pruning_deferred) or super().awaits_tick()
 
     def protocol_samples(self) -> dict:
-        entries = [e for window in self.pruning_window.values() for e in window]
+        entries, nbytes = self.pruning_window_size
         return {**super().protocol_samples(), "preserved": sum(map(len, self.pruning_preserved.values())),
-                "window_entries": len(entries), "window_bytes": sum(e.nbytes for e in entries)}
+                "window_entries": entries, "window_bytes": nbytes}
 
     # ------------------------------------------------------------------ unsubscription
 
@@ -176,7 +183,8 @@ class Pruning(ActiveCovering):
         if sender is None:
             self._expire(self.pruning_window.get(msg.key, deque()), ctx.now)
             tuples = self.prune_tuples(msg.key)
-            self.pruning_window.pop(msg.key, None)
+            window = self.pruning_window.pop(msg.key, ())
+            self._count_window(-len(window), -sum(e.nbytes for e in window))
         elif self._congested(msg, ctx):
             self.pruning_deferred.append((msg, sender))
             ctx.event("unsubscription_deferred", sub_id=msg.id, queue_len=ctx.queue_len)

@@ -115,6 +115,10 @@ def test_selective_unsubscription_stops_where_publications_last_matched_twice():
                 if kind == "sub" and msg_id.startswith("N") and sender != "B0" and dest != "B0"]
     assert released and all(dest != "B3" for _, dest in released)  # the burst stops at B2
     assert ("late", "S") not in pump.deliveries and ("late", "N0") in pump.deliveries
+    # window sizes as sampled: S's window went with it; T (6 publications) and N0 (1) remain
+    sizes = {name: b.protocol_samples() for name, b in pump.brokers.items()}
+    assert (sizes["B0"]["window_entries"], sizes["B2"]["window_entries"]) == (1, 6)
+    assert sizes["B2"]["window_bytes"] == sum(e.nbytes for w in pump.brokers["B2"].pruning_window.values() for e in w)
 
 
 def test_traditional_unsubscription_without_overlap_when_min_count_is_not_reached():
