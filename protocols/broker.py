@@ -182,7 +182,7 @@ class Broker:
         ctx.send(hop, route.msg)
 
     def send_unsubscription(self, route: Route, hop: str, ctx: Context, headers: tuple = ()) -> None:
-        ctx.send(hop, Message("unsub", route.msg.id, route.msg.gen, client=route.msg.client, headers=headers))
+        ctx.send(hop, route.msg.unsubscription(headers=headers))
 
     # ------------------------------------------------------------------ publications
 

@@ -80,7 +80,7 @@ class ActiveCovering(LazyCovering):
         covered = self.subs[key].msg
         self.covering_sent[hop].remove(key)
         self.covering_withheld[hop].add(key, covered.filter)
-        ctx.send(hop, Message("unsub", covered.id, covered.gen, client=covered.client, cause=cause))
+        ctx.send(hop, covered.unsubscription(cause=cause))
 
 
 class PackingCovering(ActiveCovering):

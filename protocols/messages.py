@@ -49,6 +49,10 @@ class Message:
         kept = tuple((k, v) for k, v in self.headers if k not in updates)
         return replace(self, headers=kept + tuple(sorted(updates.items())))
 
+    def unsubscription(self, **fields) -> "Message":
+        """The unsubscription of this subscription (``cause``, ``headers`` as given)."""
+        return Message("unsub", self.id, self.gen, client=self.client, **fields)
+
     def forwarded(self) -> "Message":
         """The copy of a publication sent one hop further."""
         return replace(self, hops=self.hops + 1)

@@ -206,9 +206,12 @@ class Pruning(ActiveCovering):
         if self.pruning.variant != "incremental" or ctx.queue_len <= self.pruning.congested_queue:
             return False
         f = self.subs[msg.key].msg.filter
-        triggered = sum(len(self.covering_withheld[hop].covered_by(f)) for hop in self.neighbors
-                        if msg.key in self.covering_sent[hop])
+        triggered = sum(self._held_back(f, hop) for hop in self.neighbors if msg.key in self.covering_sent[hop])
         return triggered >= self.pruning.congestion_trigger
+
+    def _held_back(self, f, hop: str) -> int:
+        """M toward ``hop``: the withheld subscriptions ``f`` covers there."""
+        return len(self.covering_withheld[hop].covered_by(f))
 
     def _retry_deferred(self, ctx) -> None:
         waiting, self.pruning_deferred = self.pruning_deferred, []
@@ -229,7 +232,7 @@ class Pruning(ActiveCovering):
         if tuples is None:  # a traditional unsubscription
             super().send_unsubscription(route, hop, ctx, headers)
             return
-        triggered = len(self.covering_withheld[hop].covered_by(route.msg.filter))
+        triggered = self._held_back(route.msg.filter, hop)
         toward = {r.msg.client: r.last_hop for r in self.advs.values()}
         mine = [t for t in tuples if toward.get(t[0]) == hop]
         if self.pruning.variant == "selective":
@@ -260,15 +263,15 @@ class Pruning(ActiveCovering):
             super()._withdraw(key, hop, ctx, cause)
             return
         self.covering_sent[hop].remove(key)  # a newly sent coverer replaces it upstream
-        ctx.send(hop, Message("unsub", preserved.id, preserved.gen, client=preserved.client, cause=cause))
+        ctx.send(hop, preserved.unsubscription(cause=cause))
 
     def _drop_idle_preserved(self, removed, hop: str, ctx) -> None:
         """Withdraw preserved entries toward ``hop`` that covered the ``removed`` filter and
         now cover no withheld subscription there (a traditional unsubscription)."""
-        withheld, preserved = self.covering_withheld[hop], self.pruning_preserved[hop]
+        preserved = self.pruning_preserved[hop]
         for key in self.covering_sent[hop].covering(removed):
             msg = preserved.get(key)
-            if msg is not None and not withheld.covered_by(msg.filter):
+            if msg is not None and not self._held_back(msg.filter, hop):
                 del preserved[key]
                 self.covering_sent[hop].remove(key)
-                ctx.send(hop, Message("unsub", msg.id, msg.gen, client=msg.client))
+                ctx.send(hop, msg.unsubscription())
