@@ -39,6 +39,19 @@ def _delay_stats(delay):
     ]
 
 
+def _with_roles(frame: DataFrame, t: dict) -> DataFrame:
+    """``frame`` (with run and broker columns) and each broker's topology role."""
+    return frame.join(t["brokers"].select("run", "broker", "role"), ["run", "broker"], "left")
+
+
+def _per_role_and_all(frame: DataFrame, keys: list, aggregates: list) -> DataFrame:
+    """``aggregates`` grouped by ``keys`` and role (``none`` for brokers without one), plus
+    the same over every broker as role ``all``."""
+    frame = frame.withColumn("role", F.coalesce("role", F.lit("none")))
+    overall = frame.groupBy(*keys).agg(*aggregates).withColumn("role", F.lit("all"))
+    return frame.groupBy(*keys, "role").agg(*aggregates).unionByName(overall)
+
+
 def _bucket(column: str, bucket_us: int):
     return (F.floor(F.col(column) / bucket_us) * bucket_us / US).alias("t_s")
 
@@ -90,7 +103,7 @@ def delay_by_pair(t: dict) -> DataFrame:
 
 def queue_over_time(t: dict) -> DataFrame:
     """Mean and largest input queue over all brokers, and the mean over core brokers, per sample."""
-    s = t["samples"].join(t["brokers"].select("run", "broker", "role"), ["run", "broker"], "left")
+    s = _with_roles(t["samples"], t)
     core = F.when(F.col("role") == "core", F.col("queue_len"))
     return s.groupBy("run", (F.col("t_us") / US).alias("t_s")).agg(
         F.mean("queue_len").alias("mean_queue"), F.max("queue_len").alias("max_queue"),
@@ -99,20 +112,16 @@ def queue_over_time(t: dict) -> DataFrame:
 
 def queue_per_broker(t: dict) -> DataFrame:
     """Every broker's queue at every sample, with its role (large: written, plotted for core only)."""
-    return (t["samples"].join(t["brokers"].select("run", "broker", "role"), ["run", "broker"], "left")
+    return (_with_roles(t["samples"], t)
             .select("run", (F.col("t_us") / US).alias("t_s"), "broker", "role", "queue_len"))
 
 
 def table_size_over_time(t: dict) -> DataFrame:
     """Mean PRT and SRT size per role (``all``: every broker) per sample; preserved entries too."""
-    s = t["samples"].join(t["brokers"].select("run", "broker", "role"), ["run", "broker"], "left")
-    s = s.withColumn("role", F.coalesce("role", F.lit("none")))
     sizes = [F.mean("prt_size").alias("mean_prt"), F.mean("srt_size").alias("mean_srt"),
              F.sum("preserved").alias("preserved")]
-    t_s = (F.col("t_us") / US).alias("t_s")
-    by_role = s.groupBy("run", t_s, "role").agg(*sizes)
-    overall = s.groupBy("run", t_s).agg(*sizes).withColumn("role", F.lit("all"))
-    return by_role.unionByName(overall)
+    s = _with_roles(t["samples"], t).withColumn("t_s", F.col("t_us") / US)
+    return _per_role_and_all(s, ["run", "t_s"], sizes)
 
 
 def messages_by_broker(t: dict) -> DataFrame:
@@ -130,8 +139,8 @@ def broker_load(t: dict, by_broker: DataFrame, sim_end_us: dict[str, int]) -> Da
     busy = t["samples"].groupBy("run", "broker").agg((F.sum("busy_us") / US).alias("busy_s"))
     ends = t["brokers"].sparkSession.createDataFrame(
         [(run, end / US) for run, end in sim_end_us.items()], "run string, sim_end_s double")
-    brokers = t["brokers"].select("run", "broker", "role")
-    load = brokers.join(m, ["run", "broker"], "left").join(busy, ["run", "broker"], "left").join(ends, "run")
+    load = (t["brokers"].select("run", "broker", "role")  # every broker, even one that got no message
+            .join(m, ["run", "broker"], "left").join(busy, ["run", "broker"], "left").join(ends, "run"))
     load = load.fillna(0, ["arrived", "processed", "dropped", "busy_s"])
     return (load.withColumn("utilisation", F.col("busy_s") / F.col("sim_end_s"))
             .withColumn("msg_rate_per_s", F.col("processed") / F.col("sim_end_s")).drop("sim_end_s"))
@@ -221,16 +230,13 @@ def forwarding(t: dict) -> DataFrame:
         F.count("false_positive").alias("received_over_links"),
         F.sum(F.col("false_positive").cast("int")).alias("false_positives"),
     )
-    roles = t["brokers"].select("run", "broker", "role")
-    return per_broker.join(roles, ["run", "broker"], "left").fillna(0, ["false_positives"])
+    return _with_roles(per_broker, t).fillna(0, ["false_positives"])
 
 
 def forwarding_by_role(per_broker: DataFrame) -> DataFrame:
     """``forwarding`` summed per role (``all``: every broker), with the fractions."""
     sums = [F.sum(c).alias(c) for c in ("pub_copies", "pure_forward", "received_over_links", "false_positives")]
-    with_role = per_broker.withColumn("role", F.coalesce("role", F.lit("none")))
-    both = with_role.groupBy("run", "role").agg(*sums).unionByName(
-        with_role.groupBy("run").agg(*sums).withColumn("role", F.lit("all")))
+    both = _per_role_and_all(per_broker, ["run"], sums)
     return (both.withColumn("pure_forward_fraction", F.col("pure_forward") / F.col("pub_copies"))
             .withColumn("false_positive_fraction", F.col("false_positives") / F.col("received_over_links")))
 
@@ -238,9 +244,8 @@ def forwarding_by_role(per_broker: DataFrame) -> DataFrame:
 def queue_at_arrivals(t: dict) -> DataFrame:
     """Per broker and bucket, the longest queue an arriving message found: unlike samples,
     this catches bursts shorter than the sampling interval."""
-    roles = t["brokers"].select("run", "broker", "role")
-    return (t["message_counts"].groupBy("run", "broker", "t_s")
-            .agg(F.max("max_queue").alias("max_queue")).join(roles, ["run", "broker"], "left"))
+    return _with_roles(t["message_counts"].groupBy("run", "broker", "t_s")
+                       .agg(F.max("max_queue").alias("max_queue")), t)
 
 
 def queue_peaks(t: dict, arrivals: DataFrame, bucket_us: int) -> DataFrame:

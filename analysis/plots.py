@@ -43,6 +43,20 @@ def _queue_axis(ax) -> None:
     ax.set_ylim(0, max(ax.get_ylim()[1], 1))
 
 
+def _roles(rows: list[dict]) -> list[str]:
+    """The roles in ``rows``, ``all`` first."""
+    return sorted({r["role"] for r in rows}, key=lambda role: (role != "all", role))
+
+
+def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours) -> None:
+    """One bar per run in each category, side by side; ``height(label, category)``."""
+    width = 0.8 / len(labels)
+    for i, label in enumerate(labels):
+        ax.bar(np.arange(len(categories)) + i * width, [height(label, c) for c in categories], width,
+               color=colours[label], label=label)
+    ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories)
+
+
 def _lines(ax, labels, series, colours, **style) -> bool:
     drawn = False
     for label in labels:
@@ -123,7 +137,7 @@ def queues_overall(rows, labels, path: Path):
 
 
 def table_sizes(rows, labels, path: Path):
-    roles = sorted({r["role"] for r in rows}, key=lambda role: (role != "all", role))
+    roles = _roles(rows)
     if not roles:
         return None
     colours = _colours(labels)
@@ -160,11 +174,7 @@ def triggered_along_core(rows, labels, core: list[str], path: Path):
         if r["kind"] in ("sub", "sub_batch"):
             triggered[r["run"], r["broker"]] += r["triggered"] or 0
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    width = 0.8 / len(labels)
-    for i, label in enumerate(labels):
-        heights = [triggered[label, broker] for broker in core]
-        ax.bar(np.arange(len(core)) + i * width, heights, width, color=colours[label], label=label)
-    ax.set_xticks(np.arange(len(core)) + 0.4 - width / 2, core)
+    _grouped_bars(ax, core, labels, lambda label, broker: triggered[label, broker], colours)
     ax.set(title="Triggered subscriptions received, along the core", xlabel="core broker",
            ylabel="subscriptions")
     ax.legend(fontsize="small")
@@ -180,11 +190,7 @@ def messages_by_kind(rows, labels, path: Path):
     for r in rows:
         processed[r["run"], r["kind"]] += r["processed"]
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    width = 0.8 / len(labels)
-    for i, label in enumerate(labels):
-        ax.bar(np.arange(len(kinds)) + i * width, [processed[label, k] for k in kinds], width,
-               color=colours[label], label=label)
-    ax.set_xticks(np.arange(len(kinds)) + 0.4 - width / 2, kinds)
+    _grouped_bars(ax, kinds, labels, lambda label, kind: processed[label, kind], colours)
     ax.set(title="Messages processed by kind (all brokers)", xlabel="message kind", ylabel="messages",
            yscale="log")
     ax.legend(fontsize="small")
@@ -232,19 +238,16 @@ def throughput(rows, labels, path: Path):
 
 def forwarding(rows, labels, path: Path):
     """False-positive and pure-forwarder fractions per role."""
-    roles = sorted({r["role"] for r in rows}, key=lambda role: (role != "all", role))
+    roles = _roles(rows)
     if not roles:
         return None
     colours = _colours(labels)
     value = {(r["run"], r["role"]): r for r in rows}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    width = 0.8 / len(labels)
     for ax, column, title in ((axes[0], "false_positive_fraction", "False-positive publication copies"),
                               (axes[1], "pure_forward_fraction", "Pure-forwarder publication copies")):
-        for i, label in enumerate(labels):
-            heights = [(value.get((label, role)) or {}).get(column) or 0 for role in roles]
-            ax.bar(np.arange(len(roles)) + i * width, heights, width, color=colours[label], label=label)
-        ax.set_xticks(np.arange(len(roles)) + 0.4 - width / 2, roles)
+        _grouped_bars(ax, roles, labels, lambda label, role: (value.get((label, role)) or {}).get(column) or 0,
+                      colours)
         ax.set(title=title, xlabel="broker role", ylabel="fraction of copies")
     axes[0].legend(fontsize="small")
     return _save(fig, path)
