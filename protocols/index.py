@@ -1,15 +1,19 @@
 """A columnar index of filters answering routing-table questions for a whole table at once.
 
-Each (attribute, type) pair is a column holding, for every entry that constrains it, the
-entry's interval bounds as float64 (numbers as themselves, strings as order-preserving
-codes from ``Vocabulary``). A query probes the columns of its attributes with the numba
-kernels of protocols/kernels.py, counting per entry how many of its attributes passed, and
-keeps entries whose count reaches the target; its cost follows the cells probed, not the
-table size.
+Each (attribute, type) pair holds, for every entry that constrains it, the entry's interval
+bounds as float64 (numbers as themselves, strings as order-preserving codes from
+``Vocabulary``), in an interval column or, for equality constraints, in a bucket per value.
+Every entry also keeps all its cells together in a row. A query probes few column cells
+for candidates and checks each candidate's row (the numba kernel of protocols/kernels.py):
+matching a publication probes one access cell per entry (in the bucket of the entry's least
+common equality value, else of its least common attribute), so its cost follows the
+candidates, not the table size (see ``FilterIndex``).
 Conditions that are not intervals (excluded values, postfixes, substrings) and unsatisfiable
 filters are residual: candidates carrying them are re-checked with the scalar oracle of
-protocols/language.py, so every answer equals the oracle's exactly. The index counts the
-work it does in a ``Work`` record; the runtime's cost model turns that into virtual time.
+protocols/language.py, so every answer equals the oracle's exactly. The index counts work
+in a ``Work`` record, defined by what a counting matcher would compare, so that the
+runtime's cost model, which turns it into virtual time, does not change with this index's
+shortcuts.
 """
 from __future__ import annotations
 
@@ -38,9 +42,12 @@ _GAP = 1024.0
 
 @dataclass(slots=True)
 class Work:
-    """Work counters: entries considered and column cells compared, per query family:
-    ``match`` (publications against subscriptions, subscriptions against advertisements and
-    back: PADRES's "matching") and ``cover`` (covering and covered-by queries)."""
+    """Work counters per query family, ``match`` (publications against subscriptions,
+    subscriptions against advertisements and back: PADRES's "matching") and ``cover``
+    (covering and covered-by queries): queries, entries in the table, and predicates a
+    counting matcher compares (every cell of the queried attributes' interval columns and of
+    the equality buckets that can pass); residual checks are candidates re-checked with the
+    scalar oracle."""
 
     match_queries: int = 0
     match_entries: int = 0
@@ -142,23 +149,113 @@ class _Arena:
         return start
 
     def move(self, start: int, size: int, to: int) -> None:
-        for array in (self.slots, self.lo, self.hi, self.bits):
-            array[to : to + size] = array[start : start + size]
+        self.copy(self, start, size, to)
+
+    def copy(self, source: "_Arena", start: int, size: int, to: int) -> None:
+        for name in ("slots", "lo", "hi", "bits"):
+            getattr(self, name)[to : to + size] = getattr(source, name)[start : start + size]
+
+
+class _Rows:
+    """Every entry's cells as lines (lo, hi, attribute id * 8 + bits), an entry's lines
+    together: the kernel reads a candidate's whole row from one or two cache lines."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.flat = np.zeros(3 * capacity)
+        self.used = 0
+        self.garbage = 0
+
+    @property
+    def lines(self) -> np.ndarray:
+        return self.flat.reshape(-1, 3)  # a view (kept out of the state: pickling would copy it)
+
+    def full(self, more: int) -> bool:
+        return 3 * (self.used + more) > len(self.flat)
+
+    def append(self, flat_cells: list[float]) -> int:
+        """Store cells given as a flat list of line values; returns the first line's index."""
+        lines = len(flat_cells) // 3
+        if self.full(lines):
+            self.flat = _grown(self.flat, max(2 * len(self.flat), 3 * (self.used + lines)), 3 * self.used)
+        start = self.used
+        self.used += lines
+        self.flat[3 * start : 3 * self.used] = flat_cells
+        return start
 
 
 class _Column:
-    """The cells of one (attribute, type): a segment of the arena, plus where each slot sits."""
+    """Cells of one attribute in a segment of the column arena."""
 
-    __slots__ = ("start", "capacity", "size", "position", "raw")
+    __slots__ = ("start", "capacity", "size", "position")
 
     def __init__(self) -> None:
         self.start = self.capacity = self.size = 0
         self.position: dict[int, int] = {}  # slot -> offset in the segment
-        self.raw: list[tuple] = []  # string columns: (lo, hi) strings per offset, for re-encoding
+
+
+class _Place:
+    """Where the cells of one (attribute, type), or of one equality value of it, go: a column
+    for the entries' access cells (see ``FilterIndex``) and one for their other cells."""
+
+    __slots__ = ("access", "others")
+
+    def __init__(self) -> None:
+        self.access = _Column()
+        self.others = _Column()
+
+    @property
+    def size(self) -> int:
+        return self.access.size + self.others.size
+
+
+class _Attribute:
+    """The places of one (attribute, type): its interval cells, and a bucket of equality cells
+    per value."""
+
+    __slots__ = ("id", "interval", "buckets")
+
+    def __init__(self, attr_id: int) -> None:
+        self.id = attr_id
+        self.interval = _Place()
+        self.buckets: dict[object, _Place] = {}
+
+    def place(self, point) -> _Place:
+        """The place of a constraint with this equality value (None: an interval)."""
+        if point is None:
+            return self.interval
+        bucket = self.buckets.get(point)
+        if bucket is None:
+            bucket = self.buckets[point] = _Place()
+        return bucket
+
+    def places(self) -> list[_Place]:
+        return [self.interval, *self.buckets.values()]
+
+    def probed(self, test: int, query) -> list[_Place]:
+        """The non-empty places a probe must scan: the interval cells, plus the buckets whose
+        value can pass (``query`` is the probed value for POINT, else the query's Constraint)."""
+        places = [self.interval]
+        buckets = self.buckets
+        if buckets:
+            if test == kernels.POINT:
+                places.append(buckets.get(query))
+            elif test == kernels.CONTAINS:
+                places.append(None if query.point is None else buckets.get(query.point))
+            else:
+                places.extend(place for value, place in buckets.items() if query.contains(value))
+        return [place for place in places if place is not None and place.size]
 
 
 class FilterIndex:
     """A routing table of filters keyed by hashable keys (subscription or advertisement keys).
+
+    Every entry has one cell per constrained attribute, in the place of that attribute (or of
+    its equality value there), and the same cells in its row. One of its cells is its access
+    cell: the one of its least common equality value, else of its least common attribute.
+    Questions an entry answers only if all its attributes pass (matching, covering,
+    intersected-by) probe access cells; questions every attribute of the query must pass
+    (covered-by, intersecting) probe every cell of the query's least common attribute. Either
+    way the candidates are then checked against their rows.
 
     Queries return keys in slot order, which depends only on the table's history, so results
     are deterministic. ``work`` (possibly shared by several tables) accumulates the counters.
@@ -168,21 +265,26 @@ class FilterIndex:
         self.work = work if work is not None else Work()
         self.vocabulary = Vocabulary()
         self._encoded_version = 0
-        # (attr, type) -> interval cells; (attr, type, value) -> equality cells of that value
-        self._columns: dict[tuple, _Column] = {}
-        self._buckets: dict[tuple[str, str], dict] = {}  # (attr, type) -> {value: _Column}
+        self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         self._arena = _Arena()
-        self._keys: list[Key | None] = []
+        self._rows = _Rows()
+        self._keys = np.empty(8, object)  # per slot (an object array: fast to gather)
+        self._slots = 0  # slots ever used
         self._filters: list[Filter | None] = []
+        self._columns_of: list[list[_Column] | None] = []  # per slot: the columns holding its cells
         self._slot_of: dict[Key, int] = {}
         self._free: list[int] = []
         self._unsat_slots: set[int] = set()
-        # per slot; _counts and _flags are all zero between queries (see protocols/kernels.py)
-        self._n_attrs = np.zeros(8, np.int64)
+        # per slot: its row in _rows
+        self._row_start = np.zeros(8, np.int64)
+        self._row_len = np.zeros(8, np.int64)
         self._residual = np.zeros(8, bool)  # excluded values, postfixes or substrings
         self._unsat = np.zeros(8, bool)
-        self._counts = np.zeros(8, np.int64)
-        self._flags = np.zeros(8, np.uint8)
+        # per attribute id: the query's bounds during a kernel call (_query_set is zero between calls)
+        self._query_set = np.zeros(8, np.uint8)
+        self._query_lo = np.zeros(8)
+        self._query_hi = np.zeros(8)
+        self._query_bits = np.zeros(8, np.uint8)
 
     # ------------------------------------------------------------------ table upkeep
 
@@ -205,77 +307,73 @@ class FilterIndex:
         self._keys[slot], self._filters[slot] = key, f
         self._slot_of[key] = slot
         constraints = f.constraints
-        self._n_attrs[slot] = len(constraints)
-        self._unsat[slot] = unsatisfiable(f)
-        if self._unsat[slot]:
-            self._unsat_slots.add(slot)
-        self._residual[slot] = any(c.residual for c in constraints.values())
+        places, row = [], []
+        access = rank = None
+        residual = empty = False
         for attr, c in constraints.items():
-            column = self._column_for(attr, c)
-            if c.type == STRING:
+            if c.type == STRING:  # a renumbering here re-encodes the cells before the next query
                 for word in (c.lo, c.hi):
                     if word is not None:
                         self.vocabulary.add(word)
-                column.raw.append((c.lo, c.hi))
-            self._append(column, slot, c)
+            attribute = self._attribute(attr, c.type)
+            point = c.point
+            place = attribute.place(point)
+            places.append(place)
+            # the access cell: the smallest bucket of the entry's equality values if it has
+            # any, else its smallest place (the cells a probe is least likely to reach)
+            place_rank = (point is None, place.access.size + place.others.size)
+            if rank is None or place_rank < rank:
+                access, rank = place, place_rank
+            lo, lo_open, hi, hi_open = self._bounds(c)
+            residual |= c.residual
+            empty |= c.empty
+            row += (lo, hi, attribute.id * 8 + kernels.cell_bits(lo_open, hi_open, c.residual))
+        self._residual[slot], self._unsat[slot] = residual, empty
+        if empty:
+            self._unsat_slots.add(slot)
+        columns = self._columns_of[slot] = [place.access if place is access else place.others for place in places]
+        for j, column in enumerate(columns):
+            self._append(column, slot, row[3 * j], row[3 * j + 1], row[3 * j + 2] & 7)
+        self._store_row(slot, row)
 
     def remove(self, key: Key) -> Filter:
         slot = self._slot_of.pop(key)
         f = self._filters[slot]
-        for attr, c in f.constraints.items():
-            self._remove(self._columns[_column_key(attr, c)], slot)
-        self._keys[slot] = self._filters[slot] = None
+        for column in self._columns_of[slot]:
+            self._remove(column, slot)
+        self._rows.garbage += len(self._columns_of[slot])
+        self._keys[slot] = self._filters[slot] = self._columns_of[slot] = None
         self._unsat_slots.discard(slot)
         self._free.append(slot)
         return f
 
     def _grow(self) -> int:
-        slot = len(self._keys)
-        self._keys.append(None)
+        slot = self._slots
+        self._slots += 1
         self._filters.append(None)
-        if slot == len(self._n_attrs):
-            for name in ("_n_attrs", "_residual", "_unsat", "_counts", "_flags"):
+        self._columns_of.append(None)
+        if slot == len(self._row_start):
+            for name in ("_keys", "_row_start", "_row_len", "_residual", "_unsat"):
                 old = getattr(self, name)
                 setattr(self, name, _grown(old, 2 * len(old), len(old)))
         return slot
 
-    def _column_for(self, attr: str, c: Constraint) -> _Column:
-        key = _column_key(attr, c)
-        column = self._columns.get(key)
-        if column is None:
-            column = self._columns[key] = _Column()
-            if len(key) == 3:
-                self._buckets.setdefault((attr, c.type), {})[c.point] = column
-        return column
+    def _attribute(self, attr: str, type_: str) -> _Attribute:
+        attribute = self._attributes.get((attr, type_))
+        if attribute is None:
+            attribute = self._attributes[attr, type_] = _Attribute(len(self._attributes))
+            if attribute.id == len(self._query_set):
+                for name in ("_query_set", "_query_lo", "_query_hi", "_query_bits"):
+                    old = getattr(self, name)
+                    setattr(self, name, _grown(old, 2 * len(old), len(old)))
+        return attribute
 
-    def _segments(self, attr: str, type_: str, test: int, query) -> list[_Column]:
-        """The columns a probe must scan: the interval cells, plus the equality buckets whose
-        value can pass (``query`` is the probed value for POINT, else the query's Constraint)."""
-        columns = [self._columns.get((attr, type_))]
-        buckets = self._buckets.get((attr, type_))
-        if buckets:
-            if test == kernels.POINT:
-                columns.append(buckets.get(query))
-            elif test == kernels.CONTAINS:
-                columns.append(None if query.point is None else buckets.get(query.point))
-            else:
-                columns.extend(column for value, column in buckets.items() if query.contains(value))
-        return [column for column in columns if column is not None and column.size]
-
-    def _append(self, column: _Column, slot: int, c: Constraint) -> None:
-        arena = self._arena
+    def _append(self, column: _Column, slot: int, lo: float, hi: float, bits: int) -> None:
         if column.size == column.capacity:
-            capacity = max(8, 2 * column.capacity)
-            start = arena.allocate(capacity)
-            arena.move(column.start, column.size, start)
-            arena.garbage += column.capacity
-            column.start, column.capacity = start, capacity
-            if arena.garbage > arena.used // 2:
-                self._compact()
+            self._relocate(column)
+        arena = self._arena
         i = column.start + column.size
-        lo, lo_open, hi, hi_open = self._bounds(c)
-        arena.slots[i], arena.lo[i], arena.hi[i] = slot, lo, hi
-        arena.bits[i] = kernels.cell_bits(lo_open, hi_open, c.residual)
+        arena.slots[i], arena.lo[i], arena.hi[i], arena.bits[i] = slot, lo, hi, bits
         column.position[slot] = column.size
         column.size += 1
 
@@ -286,21 +384,50 @@ class FilterIndex:
             arena = self._arena
             arena.move(column.start + last, 1, column.start + offset)
             column.position[int(arena.slots[column.start + offset])] = offset
-            if column.raw:
-                column.raw[offset] = column.raw[last]
-        if column.raw:
-            column.raw.pop()
         column.size = last
+
+    def _relocate(self, column: _Column) -> None:
+        """Give a full column twice the room at the arena's end."""
+        arena = self._arena
+        capacity = max(8, 2 * column.capacity)
+        start = arena.allocate(capacity)
+        arena.move(column.start, column.size, start)
+        arena.garbage += column.capacity
+        column.start, column.capacity = start, capacity
+        if arena.garbage > arena.used // 2:
+            self._compact()
 
     def _compact(self) -> None:
         """Copy every column into a fresh arena, leaving room to grow, dropping garbage."""
         old, new = self._arena, _Arena()
-        for column in self._columns.values():
+        for column in self._all_columns():
             start = new.allocate(column.capacity)
-            for name in ("slots", "lo", "hi", "bits"):
-                getattr(new, name)[start : start + column.size] = getattr(old, name)[column.start : column.start + column.size]
+            new.copy(old, column.start, column.size, start)
             column.start = start
         self._arena = new
+
+    def _store_row(self, slot: int, row: list[float]) -> None:
+        rows = self._rows
+        if rows.full(len(row) // 3) and rows.garbage > rows.used // 2:
+            self._compact_rows()
+        self._row_start[slot] = self._rows.append(row)
+        self._row_len[slot] = len(row) // 3
+
+    def _compact_rows(self) -> None:
+        """Copy the rows of the entries left into a fresh store, in slot order."""
+        live = np.sort(np.fromiter(self._slot_of.values(), np.int64, len(self._slot_of)))
+        lengths = self._row_len[live]
+        starts = np.cumsum(lengths) - lengths
+        lines = np.repeat(self._row_start[live] - starts, lengths) + np.arange(lengths.sum())
+        new = _Rows(max(64, 2 * len(lines)))
+        new.lines[: len(lines)] = self._rows.lines[lines]
+        new.used = len(lines)
+        self._row_start[live] = starts
+        self._rows = new
+
+    def _all_columns(self) -> list[_Column]:
+        return [column for attribute in self._attributes.values() for place in attribute.places()
+                for column in (place.access, place.others)]
 
     def _bounds(self, c: Constraint) -> tuple[float, bool, float, bool]:
         lo = -np.inf if c.lo is None else self._encode(c.lo, c.type)
@@ -313,32 +440,75 @@ class FilterIndex:
     def _reencode_strings(self) -> None:
         if self._encoded_version == self.vocabulary.version:
             return
-        for key, column in self._columns.items():
-            if key[1] != STRING:
-                continue
-            for offset, (lo, hi) in enumerate(column.raw):
-                i = column.start + offset
-                self._arena.lo[i] = -np.inf if lo is None else self.vocabulary.code(lo)
-                self._arena.hi[i] = np.inf if hi is None else self.vocabulary.code(hi)
+        arena, lines = self._arena, self._rows.lines
+        for slot in self._slot_of.values():
+            constraints = self._filters[slot].constraints.values()
+            for j, (column, c) in enumerate(zip(self._columns_of[slot], constraints)):
+                if c.type == STRING:
+                    lo, _, hi, _ = self._bounds(c)
+                    i = column.start + column.position[slot]
+                    arena.lo[i], arena.hi[i] = lo, hi
+                    lines[self._row_start[slot] + j, :2] = lo, hi
         self._encoded_version = self.vocabulary.version
 
     # ------------------------------------------------------------------ the query engine
 
     def _probe(self, probes, test: int, family: str, target: int | None):
-        """Slots (in slot order) whose count of passed probes reaches the target (each
-        entry's own number of attributes when ``target`` is None), with their point flags."""
+        """Slots (in slot order) answering the question, with their single-point flags.
+
+        ``target`` None: every attribute of an entry must be probed and pass; else every one
+        of the ``target`` probed attributes must be an entry's and pass. The work counted is
+        the cells of every probed attribute's places: what a counting matcher compares,
+        however few cells this index reaches (the cost model charges for the former).
+        """
         self._reencode_strings()
-        starts, sizes, qlo, qhi, qbits = [], [], [], [], []
-        for attr, type_, bounds, probe_residual, query in probes:
-            low, low_open, high, high_open = bounds if len(bounds) == 4 else (bounds[0], False, bounds[0], False)
-            flags = kernels.cell_bits(low_open, high_open, probe_residual)
-            for column in self._segments(attr, type_, test, query):
-                starts.append(column.start)
-                sizes.append(column.size)
-                qlo.append(low)
-                qhi.append(high)
-                qbits.append(flags)
-        cells = sum(sizes)
+        bounds, probed = [], []  # bounds: (attribute id, lo, hi, bits) per probe, flattened
+        cells, unknown = 0, False
+        for attr, type_, query_bounds, probe_residual, query in probes:
+            attribute = self._attributes.get((attr, type_))
+            if attribute is None:
+                unknown = True
+                continue
+            if len(query_bounds) == 4:
+                low, low_open, high, high_open = query_bounds
+                flags = kernels.cell_bits(low_open, high_open, probe_residual)
+            else:
+                low = high = query_bounds[0]
+                flags = 0
+            places = attribute.probed(test, query)
+            size = sum(place.size for place in places)
+            cells += size
+            probed.append((size, places, low, high, flags))
+            bounds += (attribute.id, low, high, flags)
+        self._count(family, cells)
+        segments = []  # (start, size, lo, hi, bits) per probed column, flattened
+        if target is None:
+            for _, places, low, high, flags in probed:
+                for place in places:
+                    if place.access.size:
+                        segments += (place.access.start, place.access.size, low, high, flags)
+        elif probed and not unknown:
+            _, places, low, high, flags = min(probed, key=lambda p: p[0])
+            for place in places:
+                for column in (place.access, place.others):
+                    if column.size:
+                        segments += (column.start, column.size, low, high, flags)
+        candidates = sum(segments[1::5])
+        if not candidates:
+            return np.zeros(0, np.int64), np.zeros(0, bool)
+        found_slots = np.empty(candidates, np.int64)
+        found_flags = np.empty(candidates, np.bool_)
+        arena = self._arena
+        found = kernels.query(
+            test, target is None, arena.slots, arena.lo, arena.hi, arena.bits,
+            np.array(segments, np.float64).reshape(-1, 5), self._rows.lines, self._row_start, self._row_len,
+            np.array(bounds, np.float64).reshape(-1, 4),
+            self._query_set, self._query_lo, self._query_hi, self._query_bits, found_slots, found_flags,
+        )
+        order = np.argsort(found_slots[:found])
+        return found_slots[:found][order], found_flags[:found][order]
+
+    def _count(self, family: str, cells: int) -> None:
         work = self.work
         if family == "match":
             work.match_queries += 1
@@ -348,18 +518,6 @@ class FilterIndex:
             work.cover_queries += 1
             work.cover_entries += len(self._slot_of)
             work.cover_predicates += cells
-        if not cells:
-            return np.zeros(0, np.int64), np.zeros(0, bool)
-        arena = self._arena
-        found_slots = np.empty(cells, np.int64)
-        found_flags = np.empty(cells, np.uint8)
-        found = kernels.query(
-            self._counts, self._flags, arena.slots, arena.lo, arena.hi, arena.bits, self._n_attrs,
-            np.array(starts, np.int64), np.array(sizes, np.int64), np.array(qlo), np.array(qhi),
-            np.array(qbits, np.uint8), test, -1 if target is None else target, found_slots, found_flags,
-        )
-        order = np.argsort(found_slots[:found], kind="stable")
-        return found_slots[:found][order], found_flags[:found][order].astype(bool)
 
     def _stable_probes(self, make: Callable[[], list]) -> list:
         """Build query probes; rebuild if encoding a new word renumbered the vocabulary."""
@@ -378,7 +536,7 @@ class FilterIndex:
         """Keys of ``slots``; those flagged in ``recheck`` (per slot, or True: all) must pass ``exact``."""
         keys = self._keys
         if recheck is False or not len(slots) or (recheck is not True and not recheck.any()):
-            return [keys[s] for s in slots.tolist()]
+            return keys[slots].tolist()
         doubtful = [True] * len(slots) if recheck is True else recheck.tolist()
         result = []
         for slot, check in zip(slots.tolist(), doubtful):
@@ -436,11 +594,6 @@ class FilterIndex:
         slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "match", None)
         recheck = True if unsatisfiable(adv) else points | self._unsat[slots]
         return self._finish(slots, recheck, lambda e: intersects(adv, e))
-
-
-def _column_key(attr: str, c: Constraint) -> tuple:
-    """Equality constraints live in a bucket per value; everything else in the interval column."""
-    return (attr, c.type) if c.point is None else (attr, c.type, c.point)
 
 
 def _has_residual(f: Filter) -> bool:

@@ -1,15 +1,19 @@
 """The numba kernel of the index's query engine (see protocols/index.py).
 
-All columns live in one arena of parallel arrays (``slots``, ``lo``, ``hi``, ``bits``); a
-column is the segment ``[start, start + size)``. ``query`` probes the segments of the query's
-attributes, adding 1 to ``counts[slot]`` for every cell that passes, then walks the same cells
-again to collect the slots whose count reached their target, resetting every count and flag
-it touched: work follows the cells probed, never the table size, and one query is one call
-(numba's dispatch costs microseconds per call). Bounds are float64 (strings as
-order-preserving codes), unbounded ends -inf/+inf; ``bits`` holds LO_OPEN, HI_OPEN, RESIDUAL.
+Column cells live in an arena of parallel arrays (``slots``, ``lo``, ``hi``, ``bits``), one
+segment ``[start, start + size)`` per column; an entry's own cells are the lines
+``row_start[slot]`` to ``row_start[slot] + row_len[slot]`` of ``rows``, each
+(lo, hi, attribute id * 8 + bits). Bounds are float64 (strings as order-preserving codes),
+unbounded ends -inf/+inf; ``bits`` holds LO_OPEN, HI_OPEN, RESIDUAL.
 
-The inner loops are branch-free (``&``/``|`` on booleans, counts always written): predicate
-outcomes are unpredictable, and mispredicted branches cost several times the arithmetic.
+``query`` probes a few column segments for candidates and verifies each candidate against
+its whole row in the same call (numba's dispatch costs microseconds per call), so work
+follows the candidates, not the table. Two kinds of question:
+- entry-side (every attribute of the entry must be one of the query's and pass: matching,
+  covering, intersected-by): the probed segments are access cells, one per entry;
+- query-side (every attribute of the query must be one of the entry's and pass: covered-by,
+  intersecting): the probed segments are all cells of one query attribute.
+Each entry sits at most once in the probed segments, so no entry is reported twice.
 """
 from numba import njit
 
@@ -22,65 +26,78 @@ def cell_bits(lo_open: bool, hi_open: bool, residual: bool) -> int:
     return lo_open * LO_OPEN | hi_open * HI_OPEN | residual * RESIDUAL
 
 
-@njit(cache=True, nogil=True)
-def _probe(test, counts, flags, slots, lo, hi, bits, start, stop, qlo, qhi, qbits):
+@njit(cache=True, nogil=True, inline="always")
+def _passes(test, lo, hi, bits, qlo, qhi, qbits):
+    """Whether a cell passes the test against a query bound, and (OVERLAP) whether the
+    overlap is a single point where residual conditions may empty it."""
+    lo_open = (bits & LO_OPEN) != 0
+    hi_open = (bits & HI_OPEN) != 0
     qlo_open = (qbits & LO_OPEN) != 0
     qhi_open = (qbits & HI_OPEN) != 0
-    q_residual = (qbits & RESIDUAL) != 0
-    if test == POINT:  # the cell's interval contains the value qlo
-        for i in range(start, stop):
-            lo_open = (bits[i] & LO_OPEN) != 0
-            hi_open = (bits[i] & HI_OPEN) != 0
-            ok = ((lo[i] < qlo) | ((lo[i] == qlo) & ~lo_open)) & ((hi[i] > qlo) | ((hi[i] == qlo) & ~hi_open))
-            counts[slots[i]] += ok
-    elif test == CONTAINS:  # the cell's interval contains the query's
-        for i in range(start, stop):
-            lo_open = (bits[i] & LO_OPEN) != 0
-            hi_open = (bits[i] & HI_OPEN) != 0
-            ok = ((lo[i] < qlo) | ((lo[i] == qlo) & (~lo_open | qlo_open))) & (
-                (hi[i] > qhi) | ((hi[i] == qhi) & (~hi_open | qhi_open)))
-            counts[slots[i]] += ok
-    elif test == WITHIN:  # the cell's interval lies inside the query's
-        for i in range(start, stop):
-            lo_open = (bits[i] & LO_OPEN) != 0
-            hi_open = (bits[i] & HI_OPEN) != 0
-            ok = ((qlo < lo[i]) | ((qlo == lo[i]) & (~qlo_open | lo_open))) & (
-                (qhi > hi[i]) | ((qhi == hi[i]) & (~qhi_open | hi_open)))
-            counts[slots[i]] += ok
-    else:  # overlap; flag single-point overlaps where residual conditions may empty it
-        for i in range(start, stop):
-            lo_open = (bits[i] & LO_OPEN) != 0
-            hi_open = (bits[i] & HI_OPEN) != 0
-            below = (hi[i] < qlo) | ((hi[i] == qlo) & (hi_open | qlo_open))
-            above = (qhi < lo[i]) | ((qhi == lo[i]) & (qhi_open | lo_open))
-            ok = ~below & ~above
-            residual = ((bits[i] & RESIDUAL) != 0) | q_residual
-            point = max(lo[i], qlo) == min(hi[i], qhi)
-            s = slots[i]
-            counts[s] += ok
-            flags[s] |= ok & residual & point
+    if test == POINT or test == CONTAINS:  # the cell's interval contains the query's
+        ok = (lo < qlo or (lo == qlo and (not lo_open or qlo_open))) and (
+            hi > qhi or (hi == qhi and (not hi_open or qhi_open)))
+        return ok, False
+    if test == WITHIN:  # the cell's interval lies inside the query's
+        ok = (qlo < lo or (qlo == lo and (not qlo_open or lo_open))) and (
+            qhi > hi or (qhi == hi and (not qhi_open or hi_open)))
+        return ok, False
+    below = hi < qlo or (hi == qlo and (hi_open or qlo_open))
+    above = qhi < lo or (qhi == lo and (qhi_open or lo_open))
+    ok = not below and not above
+    residual = (bits & RESIDUAL) != 0 or (qbits & RESIDUAL) != 0
+    return ok, ok and residual and max(lo, qlo) == min(hi, qhi)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, n_query):
+    """Whether the entry with cells ``row`` answers the question, and its single-point flag."""
+    passed = 0
+    flag = False
+    for j in range(len(row)):
+        code = int(row[j, 2])
+        a = code >> 3
+        if not query_set[a]:
+            if entry_side:
+                return False, False
+            continue
+        ok, point = _passes(test, row[j, 0], row[j, 1], code & 7, query_lo[a], query_hi[a], query_bits[a])
+        if not ok:
+            return False, False
+        passed += 1
+        flag |= point
+    return entry_side or passed == n_query, flag
 
 
 @njit(cache=True, nogil=True)
-def query(counts, flags, slots, lo, hi, bits, n_attrs, starts, sizes, qlo, qhi, qbits, test, fixed_target,
-          out_slots, out_flags):
-    """Probe, then harvest; returns how many slots were written to ``out_slots``.
+def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_len, bounds, query_set, query_lo, query_hi, query_bits, out_slots, out_flags):
+    """Probe the segments, verify candidates; returns how many slots were written to ``out_slots``.
 
-    A slot qualifies when its count equals ``n_attrs[slot]`` (or ``fixed_target`` if >= 0).
-    For OVERLAP, ``out_flags`` marks single-point overlaps where the cell or the query has
-    residual conditions: only those need the scalar oracle.
+    ``segments`` rows are (start, size, lo, hi, bits) of a probed column segment and the query
+    bound it is tested against; ``bounds`` rows are (attribute id, lo, hi, bits) of the query's
+    attributes; ``query_*`` are scratch arrays indexed by attribute id (``query_set`` all zero
+    between calls). For OVERLAP, ``out_flags`` marks single-point overlaps where a cell or the
+    query has residual conditions: only those need the scalar oracle.
     """
-    for p in range(len(starts)):
-        _probe(test, counts, flags, slots, lo, hi, bits, starts[p], starts[p] + sizes[p], qlo[p], qhi[p], qbits[p])
+    for k in range(len(bounds)):
+        a = int(bounds[k, 0])
+        query_set[a] = 1
+        query_lo[a], query_hi[a], query_bits[a] = bounds[k, 1], bounds[k, 2], int(bounds[k, 3])
     found = 0
-    for p in range(len(starts)):
-        for i in range(starts[p], starts[p] + sizes[p]):
+    for p in range(len(segments)):
+        start, size = int(segments[p, 0]), int(segments[p, 1])
+        seg_lo, seg_hi, seg_bits = segments[p, 2], segments[p, 3], int(segments[p, 4])
+        for i in range(start, start + size):
+            ok, _ = _passes(test, lo[i], hi[i], bits[i], seg_lo, seg_hi, seg_bits)
+            if not ok:
+                continue
             s = slots[i]
-            c = counts[s]
-            target = fixed_target if fixed_target >= 0 else n_attrs[s]
-            out_slots[found] = s
-            out_flags[found] = flags[s]
-            found += (c == target) & (c > 0)
-            counts[s] = 0
-            flags[s] = 0
+            row = rows[row_start[s] : row_start[s] + row_len[s]]
+            ok, flag = _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, len(bounds))
+            if ok:
+                out_slots[found] = s
+                out_flags[found] = flag
+                found += 1
+    for k in range(len(bounds)):
+        query_set[int(bounds[k, 0])] = 0
     return found
