@@ -1,9 +1,10 @@
 """Index benchmark (issue 2): match and covering queries against 1k, 10k and 100k SIENA-style
 subscriptions, insert/remove cost, and the naive loop over the scalar oracle for comparison.
 
-    python bench/bench_index.py [--sizes 1000,10000,100000] [--queries 200]
+    python bench/bench_index.py [--sizes 1000,10000,100000] [--queries 200] [--rounds 3]
 
-Prints one row per table size; figures go to bench/RESULTS.md with date and machine.
+Prints one row per table size (each indexed figure the best of ``--rounds`` fresh tables: the
+median call of the best round); figures go to bench/RESULTS.md with date and machine.
 """
 import argparse
 import statistics
@@ -32,6 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3, help="best of this many rounds (the VM is noisy)")
     args = parser.parse_args()
     language, rng = SienaVocabulary(), rng_for(0, "bench_index")
     print(f"{'entries':>8} {'match us':>9} {'naive match us':>15} {'cover us':>9} {'naive cover us':>15} "
@@ -42,26 +44,33 @@ def main() -> None:
         for f in filters:
             f.constraints  # the normal form: computed once per filter, whatever tables hold it
         normalise = (time.perf_counter() - started) * 1e6 / size
-        index = FilterIndex()
-        started = time.perf_counter()
-        for key, f in enumerate(filters):
-            index.add(key, f)
-        insert = (time.perf_counter() - started) * 1e6 / size
         pubs = [parse_publication(language.publication(rng)) for _ in range(args.queries)]
         probes = [parse_filter(language.subscription(rng)) for _ in range(args.queries)]
-        match_us = timed([lambda p=p: index.matching(p) for p in pubs])
-        cover_us = timed([lambda f=f: index.covering(f) for f in probes])
+        rounds = [one_round(filters, pubs, probes) for _ in range(args.rounds)]
+        insert, match_us, cover_us, remove, hits = (min(column) for column in zip(*rounds))
         few = max(3, args.queries // 20)
         naive_match = timed([lambda p=p: [k for k, f in enumerate(filters) if matches(f, p)] for p in pubs[:few]])
         naive_cover = timed([lambda q=q: [k for k, f in enumerate(filters) if covers(f, q)] for q in probes[:few]])
-        hits = statistics.mean(len(index.matching(p)) for p in pubs)
-        removed = filters[: size // 10]
-        started = time.perf_counter()
-        for key in range(len(removed)):
-            index.remove(key)
-        remove = (time.perf_counter() - started) * 1e6 / len(removed)
         print(f"{size:>8} {match_us:>9.1f} {naive_match:>15.0f} {cover_us:>9.1f} {naive_cover:>15.0f} "
               f"{normalise:>13.1f} {insert:>10.1f} {remove:>10.1f} {hits:>12.1f}")
+
+
+def one_round(filters, pubs, probes) -> tuple[float, float, float, float, float]:
+    """Microseconds per insert, match, covering query and remove, and matches per publication."""
+    index = FilterIndex()
+    started = time.perf_counter()
+    for key, f in enumerate(filters):
+        index.add(key, f)
+    insert = (time.perf_counter() - started) * 1e6 / len(filters)
+    match_us = timed([lambda p=p: index.matching(p) for p in pubs])
+    cover_us = timed([lambda f=f: index.covering(f) for f in probes])
+    hits = statistics.mean(len(index.matching(p)) for p in pubs)
+    removed = len(filters) // 10
+    started = time.perf_counter()
+    for key in range(removed):
+        index.remove(key)
+    remove = (time.perf_counter() - started) * 1e6 / removed
+    return insert, match_us, cover_us, remove, hits
 
 
 if __name__ == "__main__":

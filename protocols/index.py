@@ -389,13 +389,14 @@ class FilterIndex:
     def _relocate(self, column: _Column) -> None:
         """Give a full column twice the room at the arena's end."""
         arena = self._arena
-        capacity = max(8, 2 * column.capacity)
-        start = arena.allocate(capacity)
-        arena.move(column.start, column.size, start)
-        arena.garbage += column.capacity
-        column.start, column.capacity = start, capacity
-        if arena.garbage > arena.used // 2:
-            self._compact()
+        old_start, old_capacity = column.start, column.capacity
+        column.capacity = max(8, 2 * old_capacity)
+        column.start = arena.allocate(column.capacity)
+        if old_capacity:
+            arena.move(old_start, column.size, column.start)
+            arena.garbage += old_capacity
+            if arena.garbage > arena.used // 2:
+                self._compact()
 
     def _compact(self) -> None:
         """Copy every column into a fresh arena, leaving room to grow, dropping garbage."""
