@@ -47,7 +47,8 @@ class Work:
     (covering and covered-by queries): queries, entries in the table, and predicates a
     counting matcher compares (every cell of the queried attributes' interval columns and of
     the equality buckets that can pass); residual checks are candidates re-checked with the
-    scalar oracle."""
+    scalar oracle; inserted entries and the entries already in the tables they joined (a
+    Rete-style table, as PADRES's, pays for inserting into a big table)."""
 
     match_queries: int = 0
     match_entries: int = 0
@@ -56,6 +57,8 @@ class Work:
     cover_entries: int = 0
     cover_predicates: int = 0
     residual_checks: int = 0
+    inserts: int = 0
+    insert_entries: int = 0
 
     def reset(self) -> None:
         for f in fields(self):
@@ -303,6 +306,8 @@ class FilterIndex:
     def add(self, key: Key, f: Filter) -> None:
         if key in self._slot_of:
             raise KeyError(f"{key!r} is already in the index")
+        self.work.inserts += 1
+        self.work.insert_entries += len(self._slot_of)
         slot = self._free.pop() if self._free else self._grow()
         self._keys[slot], self._filters[slot] = key, f
         self._slot_of[key] = slot
@@ -408,6 +413,7 @@ class FilterIndex:
         self._arena = new
 
     def _store_row(self, slot: int, row: list[float]) -> None:
+        self._row_len[slot] = 0  # a reused slot's old row is garbage: a compaction must not copy it
         rows = self._rows
         if rows.full(len(row) // 3) and rows.garbage > rows.used // 2:
             self._compact_rows()

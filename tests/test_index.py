@@ -124,3 +124,25 @@ def test_answers_stay_exact_when_string_codes_are_renumbered():
         query = parse_filter(f"[s,str-le,'{word}']")
         assert index.covered_by(query) == [k for k, f in enumerate(entries) if covers(query, f)]
         assert index.intersected_by(query) == [k for k, f in enumerate(entries) if intersects(query, f)]
+
+
+def test_answers_stay_exact_through_heavy_churn():
+    """Slots are reused and the rows compacted many times over, as in a broker's tables."""
+    from workloads.generators import SienaVocabulary
+
+    language, rng = SienaVocabulary(), random.Random(111)  # once reused a stale row at a compaction
+    index, live, next_key = FilterIndex(), {}, 0
+    pub_rng = random.Random(0)
+    pubs = [parse_publication(language.publication(pub_rng)) for _ in range(20)]
+    for _ in range(12):  # the table grows and shrinks by up to 10x
+        for _ in range(rng.choice([5, 50, 400])):
+            live[next_key] = parse_filter(language.subscription(rng))
+            index.add(next_key, live[next_key])
+            next_key += 1
+        for key in rng.sample(sorted(live), k=len(live) * rng.choice([1, 5, 9]) // 10):
+            assert index.remove(key) is live.pop(key)
+        for pub in pubs:
+            assert sorted(index.matching(pub)) == sorted(k for k, f in live.items() if matches(f, pub))
+        for q in list(live.values())[:5]:
+            assert sorted(index.covering(q)) == sorted(k for k, f in live.items() if covers(f, q))
+            assert sorted(index.covered_by(q)) == sorted(k for k, f in live.items() if covers(q, f))
