@@ -5,6 +5,7 @@ import pyarrow.compute as pc
 import pytest
 
 from actors.coordinator import _LocalTransport, host_specs, run
+from actors.costs import load_profile
 from actors.partition import partition
 from actors.results import read_table
 from experiments.cli import main
@@ -195,7 +196,8 @@ def test_packed_burst_is_one_row_charged_per_item(write_scenario, tmp_path):
     messages = read_table(out, "messages").to_pandas()
     batches = messages[messages.kind == "sub_batch"]
     assert len(batches) == 3 and (batches.batch_size == 10).all() and (batches.cause == "ROOT").all()
-    assert ((batches.t_end_us - batches.t_start_us) >= 10 * 800).all()  # padres base per subscription
+    per_subscription = load_profile("padres").base["sub"]
+    assert ((batches.t_end_us - batches.t_start_us) >= 10 * per_subscription).all()
     assert messages[messages.kind == "pub"].batch_size.isna().all()
     assert read_table(out, "deliveries").num_rows == 10
 
