@@ -3,10 +3,17 @@ on a 55-broker random tree with a few thousand subscriptions and publications, f
 ``zero`` and ``padres`` profiles and hosts 0, 1 and 2.
 
     python bench/bench_engine.py [--operations 6000] [--hosts 0,1,2] [--profiles zero,padres]
+    python bench/bench_engine.py --where [--operations 2000]
+
+``--where`` runs hosts 0 with the ``zero`` profile under cProfile and prints where the time
+goes: own time per module of this project (and the rest grouped), then the costliest functions.
 """
 import argparse
+import cProfile
+import pstats
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -33,7 +40,11 @@ def main() -> None:
     parser.add_argument("--operations", type=int, default=6000)
     parser.add_argument("--hosts", default="0,1,2")
     parser.add_argument("--profiles", default="zero,padres")
+    parser.add_argument("--where", action="store_true", help="profile one hosts-0 zero-cost run instead")
     args = parser.parse_args()
+    if args.where:
+        where_the_time_goes(args.operations)
+        return
     print(f"{'profile':>8} {'hosts':>5} {'events':>9} {'wall s':>8} {'events/s':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for profile in args.profiles.split(","):
@@ -43,6 +54,25 @@ def main() -> None:
                 manifest = run(resolve(path), Path(tmp) / f"run-{profile}-{hosts}", progress=False)
                 print(f"{profile:>8} {hosts:>5} {manifest['events']:>9} {manifest['wall_s']:>8.1f} "
                       f"{manifest['events_per_s']:>10,.0f}", flush=True)
+
+
+def where_the_time_goes(operations: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "where.yaml"
+        path.write_text(yaml.safe_dump(scenario(operations, "zero", 0)))
+        spec = resolve(path)
+        profiler = cProfile.Profile()
+        manifest = profiler.runcall(run, spec, Path(tmp) / "run", progress=False)
+    stats = pstats.Stats(profiler)
+    root = str(Path(__file__).resolve().parent.parent) + "/"
+    by_module: Counter = Counter()
+    for (filename, _, _), (_, _, own, _, _) in stats.stats.items():
+        by_module[filename.removeprefix(root) if filename.startswith(root) else "(python, numpy, pyarrow, builtins)"] += own
+    total = sum(by_module.values())
+    print(f"{manifest['events']:,} events; {total:.1f} s profiled ({manifest['events'] / total:,.0f} events/s under cProfile)")
+    for module, own in by_module.most_common(12):
+        print(f"{own / total:>6.1%} {own:>7.2f} s  {module}")
+    stats.sort_stats("tottime").print_stats(15)
 
 
 if __name__ == "__main__":
