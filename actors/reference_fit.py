@@ -18,15 +18,13 @@ mode, so it cannot tell the modes apart.
 """
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 import topologies
+from actors.pump import SyncPump
 from protocols.index import Work
 from protocols.stack import make_broker
 from workloads.generators import covering_degree
-from workloads.trace import compile_trace
 
 MODES = ("active", "lazy", "none")
 TARGETS_MS = {
@@ -39,35 +37,18 @@ COVER = "cover_predicates"  # cells compared by covering queries
 INSERT = "insert_entries"  # entries already in the tables that new entries join
 
 
-class _Replay:
-    """A synchronous broker context: each operation runs to quiescence; per handled message,
-    the kind and the work counters it cost."""
+class _Replay(SyncPump):
+    """Records, per handled message, its kind and the work counters it cost."""
 
     def __init__(self, brokers: dict) -> None:
-        self.brokers = brokers
-        self.queue: deque = deque()
+        super().__init__(brokers)
         self.work: dict[str, list[dict]] = {}
-        self.now = 0
-        self.queue_len = 0
 
-    def send(self, destination, message) -> None:
-        self.queue.append((destination, self._current, message))
-
-    def deliver(self, publication, sub_id, client) -> None:
-        pass
-
-    def event(self, kind, **detail) -> None:
-        pass
-
-    def inject(self, broker: str, message) -> None:
-        self.queue.append((broker, None, message))
-        while self.queue:
-            destination, sender, msg = self.queue.popleft()
-            self._current = destination
-            broker_obj = self.brokers[destination]
-            broker_obj.work.reset()
-            broker_obj.handle(msg, sender, self)
-            self.work.setdefault(msg.kind, []).append(broker_obj.work.as_dict())
+    def handle(self, destination, sender, message) -> None:
+        work = self.brokers[destination].work
+        work.reset()
+        super().handle(destination, sender, message)
+        self.work.setdefault(message.kind, []).append(work.as_dict())
 
 
 def reference_records(subscriptions: int = 42_000, publications: int = 8_000, seed: int = 0):
@@ -82,10 +63,7 @@ def reference_work(covering: str, subscriptions: int = 42_000, publications: int
     """Average work counters per handled message, per kind, for one covering mode."""
     graph, records = reference_records(subscriptions, publications, seed)
     brokers = {n: make_broker(n, graph.neighbors(n), {"covering": covering}) for n in sorted(graph)}
-    replay = _Replay(brokers)
-    for injection in compile_trace([("reference", r) for r in records], brokers):
-        replay.now = injection.t_us
-        replay.inject(injection.broker, injection.message)
+    replay = _Replay(brokers).run(records, "reference")
     counters = list(Work().as_dict())
     return {kind: {c: float(np.mean([w[c] for w in rows])) for c in counters} | {"messages": len(rows)}
             for kind, rows in sorted(replay.work.items())}

@@ -5,11 +5,9 @@ network delivers when every operation completes before the next begins: a public
 conforms to one of its publisher's active advertisements reaches every active subscription
 it matches, and nothing else.
 """
-from collections import deque
-
+from actors.pump import SyncPump
 from protocols.language import conforms, matches, parse_filter, parse_publication
 from protocols.stack import make_broker
-from workloads.trace import compile_trace
 
 
 def expected_deliveries(records: list[dict]) -> set[tuple[str, str]]:
@@ -31,47 +29,21 @@ def expected_deliveries(records: list[dict]) -> set[tuple[str, str]]:
     return expected
 
 
-class Pump:
-    """Runs brokers synchronously: each injected operation is processed to quiescence."""
+class Pump(SyncPump):
+    """A network of brokers run synchronously, recording deliveries, sends and events."""
 
     def __init__(self, graph, protocol: dict | None = None) -> None:
-        self.brokers = {n: make_broker(n, graph.neighbors(n), protocol) for n in sorted(graph)}
-        self.queue: deque = deque()
+        super().__init__({n: make_broker(n, graph.neighbors(n), protocol) for n in sorted(graph)})
         self.deliveries: list[tuple[str, str]] = []
         self.sent: list[tuple[str, str, str, str]] = []  # (sender, destination, kind, id)
         self.events: list[tuple[str, dict]] = []
-        self.now = 0
-        self.queue_len = 0
 
-    # the broker context
     def send(self, destination, message):
         self.sent.append((self._current, destination, message.kind, message.id))
-        self.queue.append((destination, self._current, message))
+        super().send(destination, message)
 
     def deliver(self, publication, sub_id, client):
         self.deliveries.append((publication.id, sub_id))
 
     def event(self, kind, **detail):
         self.events.append((kind, detail))
-
-    def inject(self, broker, message):
-        self.queue.append((broker, None, message))
-        self._drain()
-
-    def tick(self, broker):
-        """The broker's periodic work, then everything it sets off."""
-        self._current = broker
-        self.brokers[broker].tick(self)
-        self._drain()
-
-    def _drain(self):
-        while self.queue:
-            destination, sender, msg = self.queue.popleft()
-            self._current = destination
-            self.brokers[destination].handle(msg, sender, self)
-
-    def run(self, records):
-        for injection in compile_trace([("test", r) for r in records], self.brokers):
-            self.now = injection.t_us
-            self.inject(injection.broker, injection.message)
-        return self
