@@ -67,9 +67,11 @@ def where_the_time_goes(operations: int) -> None:
     root = str(Path(__file__).resolve().parent.parent) + "/"
     by_module: Counter = Counter()
     for (filename, _, _), (_, _, own, _, _) in stats.stats.items():
-        by_module[filename.removeprefix(root) if filename.startswith(root) else "(python, numpy, pyarrow, builtins)"] += own
+        module = filename.removeprefix(root) if filename.startswith(root) else "(python, numpy, pyarrow, builtins)"
+        by_module[module] += own
     total = sum(by_module.values())
-    print(f"{manifest['events']:,} events; {total:.1f} s profiled ({manifest['events'] / total:,.0f} events/s under cProfile)")
+    events = manifest["events"]
+    print(f"{events:,} events; {total:.1f} s profiled ({events / total:,.0f} events/s under cProfile)")
     for module, own in by_module.most_common(12):
         print(f"{own / total:>6.1%} {own:>7.2f} s  {module}")
     stats.sort_stats("tottime").print_stats(15)

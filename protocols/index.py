@@ -175,7 +175,7 @@ class _Rows:
     def full(self, more: int) -> bool:
         return 3 * (self.used + more) > len(self.flat)
 
-    def append(self, flat_cells: list[float]) -> int:
+    def append(self, flat_cells) -> int:
         """Store cells given as a flat list of line values; returns the first line's index."""
         lines = len(flat_cells) // 3
         if self.full(lines):
@@ -326,7 +326,7 @@ class FilterIndex:
             places.append(place)
             # the access cell: the smallest bucket of the entry's equality values if it has
             # any, else its smallest place (the cells a probe is least likely to reach)
-            place_rank = (point is None, place.access.size + place.others.size)
+            place_rank = (point is None, place.size)
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank
             lo, lo_open, hi, hi_open = self._bounds(c)
@@ -427,8 +427,7 @@ class FilterIndex:
         starts = np.cumsum(lengths) - lengths
         lines = np.repeat(self._row_start[live] - starts, lengths) + np.arange(lengths.sum())
         new = _Rows(max(64, 2 * len(lines)))
-        new.lines[: len(lines)] = self._rows.lines[lines]
-        new.used = len(lines)
+        new.append(self._rows.lines[lines].ravel())
         self._row_start[live] = starts
         self._rows = new
 

@@ -70,7 +70,8 @@ def _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, n_
 
 
 @njit(cache=True, nogil=True)
-def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_len, bounds, query_set, query_lo, query_hi, query_bits, out_slots, out_flags):
+def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_len, bounds,
+          query_set, query_lo, query_hi, query_bits, out_slots, out_flags):
     """Probe the segments, verify candidates; returns how many slots were written to ``out_slots``.
 
     ``segments`` rows are (start, size, lo, hi, bits) of a probed column segment and the query
