@@ -32,7 +32,7 @@ from .language import (
     Publication,
     covers,
     intersects,
-    matches,
+    residual_holds,
     unsatisfiable,
 )
 
@@ -274,6 +274,7 @@ class FilterIndex:
         self._keys = np.empty(8, object)  # per slot (an object array: fast to gather)
         self._slots = 0  # slots ever used
         self._filters: list[Filter | None] = []
+        self._residual_constraints: list[tuple | None] = []  # per slot: its (attr, Constraint) with residuals
         self._columns_of: list[list[_Column] | None] = []  # per slot: the columns holding its cells
         self._slot_of: dict[Key, int] = {}
         self._free: list[int] = []
@@ -334,6 +335,7 @@ class FilterIndex:
             empty |= c.empty
             row += (lo, hi, attribute.id * 8 + kernels.cell_bits(lo_open, hi_open, c.residual))
         self._residual[slot], self._unsat[slot] = residual, empty
+        self._residual_constraints[slot] = tuple((a, c) for a, c in constraints.items() if c.residual)
         if empty:
             self._unsat_slots.add(slot)
         columns = self._columns_of[slot] = [place.access if place is access else place.others for place in places]
@@ -348,6 +350,7 @@ class FilterIndex:
             self._remove(column, slot)
         self._rows.garbage += len(self._columns_of[slot])
         self._keys[slot] = self._filters[slot] = self._columns_of[slot] = None
+        self._residual_constraints[slot] = None
         self._unsat_slots.discard(slot)
         self._free.append(slot)
         return f
@@ -356,6 +359,7 @@ class FilterIndex:
         slot = self._slots
         self._slots += 1
         self._filters.append(None)
+        self._residual_constraints.append(None)
         self._columns_of.append(None)
         if slot == len(self._row_start):
             for name in ("_keys", "_row_start", "_row_len", "_residual", "_unsat"):
@@ -511,8 +515,7 @@ class FilterIndex:
             np.array(bounds, np.float64).reshape(-1, 4),
             self._query_set, self._query_lo, self._query_hi, self._query_bits, found_slots, found_flags,
         )
-        order = np.argsort(found_slots[:found])
-        return found_slots[:found][order], found_flags[:found][order]
+        return found_slots[:found], found_flags[:found]
 
     def _count(self, family: str, cells: int) -> None:
         work = self.work
@@ -538,20 +541,19 @@ class FilterIndex:
             lambda: [(attr, c.type, self._bounds(c), c.residual, c) for attr, c in f.constraints.items()]
         )
 
-    def _finish(self, slots: np.ndarray, recheck, exact: Callable[[Filter], bool]) -> list[Key]:
+    def _finish(self, slots: np.ndarray, recheck, exact: Callable[[int], bool]) -> list[Key]:
         """Keys of ``slots``; those flagged in ``recheck`` (per slot, or True: all) must pass ``exact``."""
         keys = self._keys
-        if recheck is False or not len(slots) or (recheck is not True and not recheck.any()):
+        if recheck is False:
             return keys[slots].tolist()
-        doubtful = [True] * len(slots) if recheck is True else recheck.tolist()
-        result = []
-        for slot, check in zip(slots.tolist(), doubtful):
-            if check:
-                self.work.residual_checks += 1
-                if not exact(self._filters[slot]):
-                    continue
-            result.append(keys[slot])
-        return result
+        doubtful = slots.tolist() if recheck is True else slots[recheck].tolist()
+        if not doubtful:
+            return keys[slots].tolist()
+        self.work.residual_checks += len(doubtful)
+        rejected = {slot for slot in doubtful if not exact(slot)}  # only asked for membership
+        if not rejected:
+            return keys[slots].tolist()
+        return [keys[slot] for slot in slots.tolist() if slot not in rejected]
 
     # ------------------------------------------------------------------ the questions
 
@@ -566,7 +568,11 @@ class FilterIndex:
             ]
         )
         slots, _ = self._probe(probes, kernels.POINT, "match", None)
-        return self._finish(slots, self._residual[slots], lambda e: matches(e, publication))
+        # the kernel checked every interval, so only the residual conditions are left to check
+        values = dict(publication.items)
+        return self._finish(
+            slots, self._residual[slots], lambda slot: _residuals_hold(self._residual_constraints[slot], values)
+        )
 
     def covering(self, f: Filter) -> list[Key]:
         """Keys of the entries that cover ``f``."""
@@ -575,7 +581,7 @@ class FilterIndex:
             return self.keys()
         slots, _ = self._probe(self._query_bounds(f), kernels.CONTAINS, "cover", None)
         recheck = True if _has_residual(f) else self._residual[slots]
-        return self._finish(slots, recheck, lambda e: covers(e, f))
+        return self._finish(slots, recheck, lambda slot: covers(self._filters[slot], f))
 
     def covered_by(self, f: Filter) -> list[Key]:
         """Keys of the entries that ``f`` covers (every unsatisfiable entry among them)."""
@@ -583,7 +589,7 @@ class FilterIndex:
         if self._unsat_slots:
             slots = np.union1d(slots, np.fromiter(self._unsat_slots, np.int64))
         recheck = (True if _has_residual(f) else self._residual[slots]) & ~self._unsat[slots]
-        return self._finish(slots, recheck, lambda e: covers(f, e))
+        return self._finish(slots, recheck, lambda slot: covers(f, self._filters[slot]))
 
     def intersecting(self, sub: Filter) -> list[Key]:
         """Keys of the entries (advertisements) that intersect subscription ``sub``.
@@ -593,13 +599,20 @@ class FilterIndex:
         if unsatisfiable(sub):
             return []
         slots, points = self._probe(self._query_bounds(sub), kernels.OVERLAP, "match", len(sub.constraints))
-        return self._finish(slots, points | self._unsat[slots], lambda e: intersects(e, sub))
+        return self._finish(slots, points | self._unsat[slots], lambda slot: intersects(self._filters[slot], sub))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
         """Keys of the entries (subscriptions) that advertisement ``adv`` intersects."""
         slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "match", None)
         recheck = True if unsatisfiable(adv) else points | self._unsat[slots]
-        return self._finish(slots, recheck, lambda e: intersects(adv, e))
+        return self._finish(slots, recheck, lambda slot: intersects(adv, self._filters[slot]))
+
+
+def _residuals_hold(constraints: tuple, values: dict) -> bool:
+    for attr, c in constraints:
+        if not residual_holds(c, values[attr]):
+            return False
+    return True
 
 
 def _has_residual(f: Filter) -> bool:

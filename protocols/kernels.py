@@ -15,6 +15,7 @@ follows the candidates, not the table. Two kinds of question:
   intersecting): the probed segments are all cells of one query attribute.
 Each entry sits at most once in the probed segments, so no entry is reported twice.
 """
+import numpy as np
 from numba import njit
 
 LO_OPEN, HI_OPEN, RESIDUAL = 1, 2, 4
@@ -72,7 +73,8 @@ def _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, n_
 @njit(cache=True, nogil=True)
 def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_len, bounds,
           query_set, query_lo, query_hi, query_bits, out_slots, out_flags):
-    """Probe the segments, verify candidates; returns how many slots were written to ``out_slots``.
+    """Probe the segments, verify candidates; returns how many slots were written to ``out_slots``,
+    in slot order.
 
     ``segments`` rows are (start, size, lo, hi, bits) of a probed column segment and the query
     bound it is tested against; ``bounds`` rows are (attribute id, lo, hi, bits) of the query's
@@ -101,4 +103,8 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
                 found += 1
     for k in range(len(bounds)):
         query_set[int(bounds[k, 0])] = 0
+    if found > 1:  # into slot order (columns keep no order: removal moves their last cell)
+        order = np.argsort(out_slots[:found], kind="mergesort")
+        out_slots[:found] = out_slots[:found][order]
+        out_flags[:found] = out_flags[:found][order]
     return found

@@ -391,6 +391,13 @@ def _settle(c: Constraint, excluded: set) -> None:
         c.empty = True
 
 
+def residual_holds(c: Constraint, value: Value) -> bool:
+    """Does ``value``, known to lie inside ``c``'s interval, meet its residual conditions?"""
+    if value in c.excluded:
+        return False
+    return all(value.endswith(q) for q in c.postfixes) and all(s in value for s in c.substrings)
+
+
 def _string_residual_holds(c: Constraint, value: Value):
     yield all(value.endswith(q) for q in c.postfixes) if c.postfixes else True
     yield all(s in value for s in c.substrings) if c.substrings else True
