@@ -51,14 +51,6 @@ class Server:
     send_seq: int = 0
 
 
-@dataclass(slots=True)
-class Pending:
-    """Effects of a message in service, applied at its completion."""
-
-    sends: list
-    deliveries: list
-
-
 class _Context:
     """The broker context while one message is handled (see protocols.broker.Context)."""
 
@@ -113,7 +105,7 @@ class Engine:
         self.writer = writer
         self.servers = {name: Server() for name in sorted(brokers)}
         self.heap: list = []
-        self.pending: dict[str, Pending] = {}
+        self.pending: dict[str, _Context] = {}  # per busy broker: its message's effects
         self.outbox: dict[int, list] = {}
         self.next_sample = settings.sample_interval
         self.last_event_t = 0
@@ -163,7 +155,7 @@ class Engine:
         server = self.servers[arrival.broker]
         arrival.queue_len = len(server.queue)
         if server.busy_until is None and not server.queue:
-            self._start(arrival, t)
+            self._serve(arrival, server, t)
         elif len(server.queue) < self.settings.capacity:
             server.queue.append(arrival)
         elif self.settings.overflow == "block":
@@ -171,43 +163,64 @@ class Engine:
         else:
             self._record_message(arrival, None, None, 0, dropped=True)
 
-    def _start(self, arrival: Arrival, t: int) -> None:
+    def _serve(self, arrival: Arrival | None, server: Server, t: int) -> None:
+        """Serve ``arrival``, and the messages waiting behind it while services take no time.
+
+        A service that ends at ``t`` completes at once: its completion event would be the next
+        one anyway (completions at an instant come before arrivals, and other brokers'
+        completions at that instant touch neither this broker nor times before ``t``)."""
+        while arrival is not None:
+            end = self._start(arrival, server, t)
+            if end > t:
+                key = (end, COMPLETION, self.index_of[arrival.broker], 0, 0)
+                heapq.heappush(self.heap, (key, arrival.broker))
+                return
+            arrival = self._end_service(arrival.broker, server, t)
+
+    def _start(self, arrival: Arrival, server: Server, t: int) -> int:
+        """Handle ``arrival`` at ``t``; its effects wait in ``pending`` until its service ends
+        (returned)."""
         broker = self.brokers[arrival.broker]
-        server = self.servers[arrival.broker]
+        message = arrival.message
         context = _Context(t, len(server.queue) + len(server.blocked))
         broker.work.reset()
-        broker.handle(arrival.message, arrival.sender, context)
-        cost_kind, units = arrival.message.kind, 1
-        if cost_kind.endswith("_batch"):  # processed item by item: charged as the items would be
-            cost_kind, units = cost_kind.removesuffix("_batch"), len(arrival.message.items)
-        service = self.costs.service_us(cost_kind, broker.work, units)
+        broker.handle(message, arrival.sender, context)
+        if message.kind.endswith("_batch"):  # processed item by item: charged as the items would be
+            service = self.costs.service_us(message.kind.removesuffix("_batch"), broker.work, len(message.items))
+        else:
+            service = self.costs.service_us(message.kind, broker.work)
         end = t + service
         server.busy_until, server.busy_since = end, t
-        self.pending[arrival.broker] = Pending(context.sends, context.deliveries)
+        self.pending[arrival.broker] = context
         self._record_message(arrival, t, end, len(context.sends), dropped=False)
         for kind, detail in context.events:
             self._record_event(t, arrival.broker, kind, detail)
-        key = (end, COMPLETION, self.index_of[arrival.broker], 0, 0)
-        heapq.heappush(self.heap, (key, arrival.broker))
+        return end
 
     def _complete(self, name: str, t: int) -> None:
         server = self.servers[name]
+        self._serve(self._end_service(name, server, t), server, t)
+
+    def _end_service(self, name: str, server: Server, t: int) -> Arrival | None:
+        """Apply the effects of ``name``'s message in service; returns the next one to serve."""
         server.busy_done += t - server.busy_since
         server.busy_until = None
-        pending = self.pending.pop(name)
-        for publication, sub_id, client in pending.deliveries:
-            if self.writer:
+        done = self.pending.pop(name)
+        if self.writer:
+            for publication, sub_id, client in done.deliveries:
                 self.writer.append(
                     "deliveries", publication.id, sub_id, client, name, publication.t_pub, t, publication.hops
                 )
-        for destination, message in pending.sends:
+        for destination, message in done.sends:
             self._send(name, server, destination, message, t)
+        following = None
         if server.queue:
-            self._start(server.queue.popleft(), t)
+            following = server.queue.popleft()
         elif server.blocked:
-            self._start(heapq.heappop(server.blocked)[1], t)
+            following = heapq.heappop(server.blocked)[1]
         while server.blocked and len(server.queue) < self.settings.capacity:
             server.queue.append(heapq.heappop(server.blocked)[1])
+        return following
 
     def _send(self, sender: str, server: Server, destination: str, message: Message, t: int) -> None:
         latency = self.latency.get((sender, destination), self.settings.default_latency)

@@ -65,23 +65,24 @@ class TableWriter:
         self.flush_rows = flush_rows
         self.epoch = 0
         self.sequence = 0
-        self.buffers = {t: {c: [] for c in SCHEMAS[t].names} for t in STREAMED}
+        self.rows: dict[str, list[tuple]] = {t: [] for t in STREAMED}
 
     def append(self, table: str, *values) -> None:
-        columns = list(self.buffers[table].values())
-        for column, value in zip(columns, values):
-            column.append(value)
-        if len(columns[0]) >= self.flush_rows:
+        """One row, its values in the order of the table's columns."""
+        rows = self.rows[table]
+        rows.append(values)
+        if len(rows) >= self.flush_rows:
             self._flush(table)
 
     def _flush(self, table: str) -> None:
-        buffer = self.buffers[table]
-        if not next(iter(buffer.values())):
+        rows = self.rows[table]
+        if not rows:
             return
         name = f"part-{self.epoch:05d}-{self.host:04d}-{self.sequence:06d}.parquet"
         self.sequence += 1
-        write_table(self.run_dir / table / name, table, buffer)
-        self.buffers[table] = {c: [] for c in SCHEMAS[table].names}
+        columns = dict(zip(SCHEMAS[table].names, map(list, zip(*rows))))
+        write_table(self.run_dir / table / name, table, columns)
+        self.rows[table] = []
 
     def flush(self) -> None:
         for table in STREAMED:
@@ -101,7 +102,7 @@ class TableWriter:
                 if int(part.name.split("-")[1]) >= epoch:
                     part.unlink()
         self.epoch, self.sequence = epoch, 0
-        self.buffers = {t: {c: [] for c in SCHEMAS[t].names} for t in STREAMED}
+        self.rows = {t: [] for t in STREAMED}
 
 
 def write_manifest(run_dir: Path, manifest: dict) -> None:

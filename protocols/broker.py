@@ -192,12 +192,16 @@ class Broker:
             return
         matched = self.prt.matching(msg.publication)
         msg = self.publication_arrived(msg, matched, sender)
+        subs = self.subs
         for key in matched:
-            route = self.subs[key]
+            route = subs[key]
             if route.last_hop is None:
                 self.deliver_locally(msg, route, ctx)
-        for hop in self.publication_next_hops(msg, matched, sender):
-            ctx.send(hop, msg.forwarded())
+        hops = self.publication_next_hops(msg, matched, sender)
+        if hops:
+            copy = msg.forwarded()  # immutable: every next hop can take the same copy
+            for hop in hops:
+                ctx.send(hop, copy)
 
     def publication_arrived(self, msg: Message, matched: list[Key], sender: str | None) -> Message:
         return msg
@@ -206,8 +210,11 @@ class Broker:
         ctx.deliver(msg, route.msg.id, route.msg.client)
 
     def publication_next_hops(self, msg: Message, matched: list[Key], sender: str | None) -> list[str]:
-        hops = {self.subs[key].last_hop for key in matched}
-        return sorted(h for h in hops if h is not None and h != sender)
+        subs = self.subs
+        hops = {subs[key].last_hop for key in matched}
+        hops.discard(None)
+        hops.discard(sender)
+        return sorted(hops)
 
     def _conforms(self, msg: Message) -> bool:
         return any(

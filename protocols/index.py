@@ -61,11 +61,14 @@ class Work:
     insert_entries: int = 0
 
     def reset(self) -> None:
-        for f in fields(self):
-            setattr(self, f.name, 0)
+        for name in _WORK_COUNTERS:
+            setattr(self, name, 0)
 
     def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _WORK_COUNTERS}
+
+
+_WORK_COUNTERS = tuple(f.name for f in fields(Work))
 
 
 class Vocabulary:

@@ -395,7 +395,9 @@ def residual_holds(c: Constraint, value: Value) -> bool:
     """Does ``value``, known to lie inside ``c``'s interval, meet its residual conditions?"""
     if value in c.excluded:
         return False
-    return all(value.endswith(q) for q in c.postfixes) and all(s in value for s in c.substrings)
+    if c.postfixes and not all(value.endswith(q) for q in c.postfixes):
+        return False
+    return not c.substrings or all(s in value for s in c.substrings)
 
 
 def _string_residual_holds(c: Constraint, value: Value):

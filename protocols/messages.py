@@ -55,4 +55,5 @@ class Message:
 
     def forwarded(self) -> "Message":
         """The copy of a publication sent one hop further."""
-        return replace(self, hops=self.hops + 1)
+        return Message(self.kind, self.id, self.gen, self.filter, self.publication, self.client, self.t_pub,
+                       self.hops + 1, self.cause, self.items, self.headers)

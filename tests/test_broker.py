@@ -1,10 +1,12 @@
 """The base broker against the brute-force oracle on random overlays and workloads."""
+import dataclasses
 import random
 
 import networkx as nx
 import pytest
 
 import topologies
+from protocols.messages import Message
 from workloads.generators import random_mix
 
 from .oracle import Pump, expected_deliveries
@@ -78,6 +80,15 @@ def test_publication_hops_and_nonconforming_drop():
     pump.run(records)
     assert hops == [("M1", 3)]
     assert pump.events == [("nonconforming_publication", {"pub_id": "M2", "client": "P"})]
+
+
+def test_a_forwarded_copy_differs_only_in_hops():
+    """``forwarded`` builds the copy field by field (faster than ``replace``): it must keep up
+    with every field of ``Message``."""
+    values = {f.name: f"{f.name}-value" for f in dataclasses.fields(Message)}
+    values["hops"] = 4
+    message = Message(**values)
+    assert message.forwarded() == dataclasses.replace(message, hops=5)
 
 
 @pytest.mark.parametrize("protocol", [
