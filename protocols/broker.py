@@ -147,10 +147,9 @@ class Broker:
         if msg.key in self.subs:
             return
         route = Route(msg, sender)
-        for key in self.srt.intersecting(msg.filter):
-            hop = self.advs[key].last_hop
-            if hop is not None:
-                route.toward[hop] += 1
+        advs = self.advs
+        hops = [advs[key].last_hop for key in self.srt.intersecting(msg.filter)]
+        route.toward.update(hop for hop in hops if hop is not None)
         self.prt.add(msg.key, msg.filter)
         self.subs[msg.key] = route
         for hop in self.subscription_next_hops(route):

@@ -30,9 +30,9 @@ from .language import (
     Constraint,
     Filter,
     Publication,
-    covers,
-    intersects,
+    constraints_overlap,
     residual_holds,
+    residual_implied,
     unsatisfiable,
 )
 
@@ -392,10 +392,12 @@ class FilterIndex:
     def _remove(self, column: _Column, slot: int) -> None:
         offset = column.position.pop(slot)
         last = column.size - 1
-        if offset != last:
+        if offset != last:  # the column's last cell takes the freed place
             arena = self._arena
-            arena.move(column.start + last, 1, column.start + offset)
-            column.position[int(arena.slots[column.start + offset])] = offset
+            i, j = column.start + offset, column.start + last
+            moved = arena.slots[i] = arena.slots[j]
+            arena.lo[i], arena.hi[i], arena.bits[i] = arena.lo[j], arena.hi[j], arena.bits[j]
+            column.position[int(moved)] = offset
         column.size = last
 
     def _relocate(self, column: _Column) -> None:
@@ -584,7 +586,7 @@ class FilterIndex:
             return self.keys()
         slots, _ = self._probe(self._query_bounds(f), kernels.CONTAINS, "cover", None)
         recheck = True if _has_residual(f) else self._residual[slots]
-        return self._finish(slots, recheck, lambda slot: covers(self._filters[slot], f))
+        return self._finish(slots, recheck, lambda slot: _residuals_implied(self._filters[slot], f))
 
     def covered_by(self, f: Filter) -> list[Key]:
         """Keys of the entries that ``f`` covers (every unsatisfiable entry among them)."""
@@ -592,7 +594,7 @@ class FilterIndex:
         if self._unsat_slots:
             slots = np.union1d(slots, np.fromiter(self._unsat_slots, np.int64))
         recheck = (True if _has_residual(f) else self._residual[slots]) & ~self._unsat[slots]
-        return self._finish(slots, recheck, lambda slot: covers(f, self._filters[slot]))
+        return self._finish(slots, recheck, lambda slot: _residuals_implied(f, self._filters[slot]))
 
     def intersecting(self, sub: Filter) -> list[Key]:
         """Keys of the entries (advertisements) that intersect subscription ``sub``.
@@ -602,18 +604,42 @@ class FilterIndex:
         if unsatisfiable(sub):
             return []
         slots, points = self._probe(self._query_bounds(sub), kernels.OVERLAP, "match", len(sub.constraints))
-        return self._finish(slots, points | self._unsat[slots], lambda slot: intersects(self._filters[slot], sub))
+        return self._finish(slots, points | self._unsat[slots], lambda slot: _overlaps_hold(self._filters[slot], sub))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
         """Keys of the entries (subscriptions) that advertisement ``adv`` intersects."""
         slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "match", None)
         recheck = True if unsatisfiable(adv) else points | self._unsat[slots]
-        return self._finish(slots, recheck, lambda slot: intersects(adv, self._filters[slot]))
+        return self._finish(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot]))
+
+
+# The re-checks below finish what the kernel started: it found the intervals passing, so only
+# residual conditions (and, for overlaps, empty constraints) can still turn an answer.
 
 
 def _residuals_hold(constraints: tuple, values: dict) -> bool:
+    """``matches`` for an entry whose intervals hold the publication's values."""
     for attr, c in constraints:
         if not residual_holds(c, values[attr]):
+            return False
+    return True
+
+
+def _residuals_implied(outer: Filter, inner: Filter) -> bool:
+    """``covers(outer, inner)`` for satisfiable ``inner`` whose intervals lie in ``outer``'s."""
+    inner_constraints = inner.constraints
+    for attr, c in outer.constraints.items():
+        if c.residual and not residual_implied(inner_constraints[attr], c):
+            return False
+    return True
+
+
+def _overlaps_hold(adv: Filter, sub: Filter) -> bool:
+    """``intersects(adv, sub)`` for filters whose intervals overlap on every attribute of ``sub``."""
+    adv_constraints = adv.constraints
+    for attr, c in sub.constraints.items():
+        a = adv_constraints[attr]
+        if (c.residual or a.residual or c.empty or a.empty) and not constraints_overlap(a, c):
             return False
     return True
 
