@@ -237,19 +237,26 @@ class _Attribute:
     def places(self) -> list[_Place]:
         return [self.interval, *self.buckets.values()]
 
-    def probed(self, test: int, query) -> list[_Place]:
-        """The non-empty places a probe must scan: the interval cells, plus the buckets whose
-        value can pass (``query`` is the probed value for POINT, else the query's Constraint)."""
-        places = [self.interval]
+    def probed(self, test: int, query) -> tuple[list[_Place], int]:
+        """The non-empty places a probe must scan, and their cells: the interval cells, plus
+        the buckets whose value can pass (``query`` is the probed value for POINT, else the
+        query's Constraint)."""
+        interval = self.interval
+        cells = interval.size
+        places = [interval] if cells else []
         buckets = self.buckets
         if buckets:
             if test == kernels.POINT:
-                places.append(buckets.get(query))
+                passing = (buckets.get(query),)
             elif test == kernels.CONTAINS:
-                places.append(None if query.point is None else buckets.get(query.point))
+                passing = (None if query.point is None else buckets.get(query.point),)
             else:
-                places.extend(place for value, place in buckets.items() if query.contains(value))
-        return [place for place in places if place is not None and place.size]
+                passing = [place for value, place in buckets.items() if query.contains(value)]
+            for place in passing:
+                if place is not None and place.size:
+                    places.append(place)
+                    cells += place.size
+        return places, cells
 
 
 class FilterIndex:
@@ -477,10 +484,11 @@ class FilterIndex:
         however few cells this index reaches (the cost model charges for the former).
         """
         self._reencode_strings()
+        attributes = self._attributes
         bounds, probed = [], []  # bounds: (attribute id, lo, hi, bits) per probe, flattened
         cells, unknown = 0, False
         for attr, type_, query_bounds, probe_residual, query in probes:
-            attribute = self._attributes.get((attr, type_))
+            attribute = attributes.get((attr, type_))
             if attribute is None:
                 unknown = True
                 continue
@@ -490,8 +498,7 @@ class FilterIndex:
             else:
                 low = high = query_bounds[0]
                 flags = 0
-            places = attribute.probed(test, query)
-            size = sum(place.size for place in places)
+            places, size = attribute.probed(test, query)
             cells += size
             probed.append((size, places, low, high, flags))
             bounds += (attribute.id, low, high, flags)
