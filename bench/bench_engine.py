@@ -5,16 +5,20 @@ on a 55-broker random tree with a few thousand subscriptions and publications, f
     python bench/bench_engine.py [--operations 6000] [--hosts 0,1,2] [--profiles zero,padres]
     python bench/bench_engine.py --where [--operations 2000]
 
-``--where`` runs hosts 0 with the ``zero`` profile under cProfile and prints where the time
-goes: own time per module of this project (and the rest grouped), then the costliest functions.
+``--where`` runs hosts 0 with the ``zero`` profile and prints where the time goes: wall time
+per message kind a broker handles and, inside that, per routing-table question, the rest
+being the engine and result rows. It times calls with ``perf_counter`` (about a microsecond
+per call added) rather than cProfile, whose per-call overhead inflates short calls and
+numba's dispatch several-fold and so misplaces the time.
 """
 import argparse
-import cProfile
-import pstats
 import sys
 import tempfile
+import time
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
+from unittest import mock
 
 import yaml
 
@@ -56,25 +60,61 @@ def main() -> None:
                       f"{manifest['events_per_s']:>10,.0f}", flush=True)
 
 
+INDEX_QUESTIONS = ("matching", "intersecting", "intersected_by", "covering", "covered_by", "add", "remove")
+
+
 def where_the_time_goes(operations: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    from protocols.broker import Broker
+    from protocols.index import FilterIndex
+
+    from protocols.language import parse_filter, parse_publication
+
+    started = time.perf_counter()  # the first query loads the numba kernel: time it apart
+    warm = FilterIndex()
+    warm.add("S", parse_filter("[x,>,1]"))
+    warm.matching(parse_publication("[x,2]"))
+    print(f"numba kernel loaded in {time.perf_counter() - started:.2f} s (once per process, "
+          "otherwise inside the first run's wall time)")
+    spent: Counter = Counter()
+    calls: Counter = Counter()
+
+    def timed(function, label_of):
+        def call(self, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return function(self, *args, **kwargs)
+            finally:
+                label = label_of(args)
+                spent[label] += time.perf_counter() - started
+                calls[label] += 1
+        return call
+
+    with ExitStack() as patches, tempfile.TemporaryDirectory() as tmp:
+        patches.enter_context(mock.patch.object(Broker, "handle", timed(Broker.handle, lambda a: ("handle", a[0].kind))))
+        for question in INDEX_QUESTIONS:
+            method = getattr(FilterIndex, question)
+            patches.enter_context(mock.patch.object(FilterIndex, question, timed(method, lambda a, q=question: ("index", q))))
         path = Path(tmp) / "where.yaml"
         path.write_text(yaml.safe_dump(scenario(operations, "zero", 0)))
-        spec = resolve(path)
-        profiler = cProfile.Profile()
-        manifest = profiler.runcall(run, spec, Path(tmp) / "run", progress=False)
-    stats = pstats.Stats(profiler)
-    root = str(Path(__file__).resolve().parent.parent) + "/"
-    by_module: Counter = Counter()
-    for (filename, _, _), (_, _, own, _, _) in stats.stats.items():
-        module = filename.removeprefix(root) if filename.startswith(root) else "(python, numpy, pyarrow, builtins)"
-        by_module[module] += own
-    total = sum(by_module.values())
-    events = manifest["events"]
-    print(f"{events:,} events; {total:.1f} s profiled ({events / total:,.0f} events/s under cProfile)")
-    for module, own in by_module.most_common(12):
-        print(f"{own / total:>6.1%} {own:>7.2f} s  {module}")
-    stats.sort_stats("tottime").print_stats(15)
+        manifest = run(resolve(path), Path(tmp) / "run", progress=False)
+    events, wall = manifest["events"], manifest["wall_s"]
+    handling = sum(v for (part, _), v in spent.items() if part == "handle")
+    print(f"{events:,} events in {wall:.1f} s ({events / wall:,.0f} events/s with the timers): "
+          f"{wall / events * 1e6:.0f} us per event")
+    _print_part("messages handled by brokers", "handle", handling, spent, calls, events, wall)
+    _print_part("  of which routing-table questions", "index", None, spent, calls, events, wall)
+    rest = wall - handling
+    print(f"{'engine, result rows and the rest':<36} {rest / events * 1e6:>7.1f} us/event {rest / wall:>6.1%}")
+
+
+def _print_part(title: str, part: str, total, spent: Counter, calls: Counter, events: int, wall: float) -> None:
+    rows = sorted(((v, label) for (p, label), v in spent.items() if p == part), reverse=True)
+    total = sum(v for v, _ in rows) if total is None else total
+    print(f"{title:<36} {total / events * 1e6:>7.1f} us/event {total / wall:>6.1%}")
+    for seconds, label in rows:
+        count = calls[part, label]
+        print(f"    {label:<16} {count:>9,} calls {seconds / count * 1e6:>8.1f} us each "
+              f"{seconds / events * 1e6:>7.1f} us/event {seconds / wall:>6.1%}")
 
 
 if __name__ == "__main__":

@@ -61,8 +61,7 @@ class Work:
     insert_entries: int = 0
 
     def reset(self) -> None:
-        for name in _WORK_COUNTERS:
-            setattr(self, name, 0)
+        self.__init__()  # every counter back to its default, 0
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in _WORK_COUNTERS}
