@@ -66,14 +66,13 @@ INDEX_QUESTIONS = ("matching", "intersecting", "intersected_by", "covering", "co
 def where_the_time_goes(operations: int) -> None:
     from protocols.broker import Broker
     from protocols.index import FilterIndex
-
     from protocols.language import parse_filter, parse_publication
 
-    started = time.perf_counter()  # the first query loads the numba kernel: time it apart
+    loading = time.perf_counter()  # the first query loads the numba kernel: time it apart
     warm = FilterIndex()
     warm.add("S", parse_filter("[x,>,1]"))
     warm.matching(parse_publication("[x,2]"))
-    print(f"numba kernel loaded in {time.perf_counter() - started:.2f} s (once per process, "
+    print(f"numba kernel loaded in {time.perf_counter() - loading:.2f} s (once per process, "
           "otherwise inside the first run's wall time)")
     spent: Counter = Counter()
     calls: Counter = Counter()

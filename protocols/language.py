@@ -387,7 +387,7 @@ def _settle(c: Constraint, excluded: set) -> None:
         if c.lo > c.hi or (c.lo == c.hi and (c.lo_open or c.hi_open)):
             c.empty = True
     point = c.point
-    if point is not None and (c.postfixes or c.substrings) and not all(_string_residual_holds(c, point)):
+    if point is not None and (c.postfixes or c.substrings) and not residual_holds(c, point):
         c.empty = True
 
 
@@ -398,11 +398,6 @@ def residual_holds(c: Constraint, value: Value) -> bool:
     if c.postfixes and not all(value.endswith(q) for q in c.postfixes):
         return False
     return not c.substrings or all(s in value for s in c.substrings)
-
-
-def _string_residual_holds(c: Constraint, value: Value):
-    yield all(value.endswith(q) for q in c.postfixes) if c.postfixes else True
-    yield all(s in value for s in c.substrings) if c.substrings else True
 
 
 def unsatisfiable(f: Filter) -> bool:
@@ -473,9 +468,7 @@ def constraints_overlap(a: Constraint, b: Constraint) -> bool:
         if lo > hi or (lo == hi and (lo_open or hi_open)):
             return False
         if lo == hi:
-            return lo not in a.excluded and lo not in b.excluded and all(
-                _string_residual_holds(a, lo)
-            ) and all(_string_residual_holds(b, lo))
+            return residual_holds(a, lo) and residual_holds(b, lo)
     return True
 
 
