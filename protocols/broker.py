@@ -117,10 +117,11 @@ class Broker:
             if hop != sender:
                 ctx.send(hop, msg)
         if sender is not None:
+            subs, routed = self.subs, self.routed_subs[sender]
             for key in self.prt.intersected_by(msg.filter):
-                route = self.subs[key]
+                route = subs[key]
                 route.toward[sender] += 1
-                if route.last_hop != sender:
+                if key not in routed and route.last_hop != sender:  # most are routed there already
                     self._route_subscription(route, sender, ctx)
 
     def on_unadv(self, msg: Message, sender: str | None, ctx: Context) -> None:
