@@ -291,7 +291,7 @@ class FilterIndex:
         # per slot: its row in _rows
         self._row_start = np.zeros(8, np.int64)
         self._row_len = np.zeros(8, np.int64)
-        self._residual = np.zeros(8, bool)  # excluded values, postfixes or substrings
+        self._residual = np.zeros(8, bool)  # per slot: has residual constraints (an array, for the queries)
         self._unsat = np.zeros(8, bool)
         # per attribute id: the query's bounds during a kernel call (_query_set is zero between calls)
         self._query_set = np.zeros(8, np.uint8)
@@ -324,7 +324,7 @@ class FilterIndex:
         constraints = f.constraints
         places, row = [], []
         access = rank = None
-        residual = empty = False
+        empty = False
         for attr, c in constraints.items():
             if c.type == STRING:  # a renumbering here re-encodes the cells before the next query
                 for word in (c.lo, c.hi):
@@ -340,11 +340,10 @@ class FilterIndex:
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank
             lo, lo_open, hi, hi_open = self._bounds(c)
-            residual |= c.residual
             empty |= c.empty
             row += (lo, hi, attribute.id * 8 + kernels.cell_bits(lo_open, hi_open, c.residual))
-        self._residual[slot], self._unsat[slot] = residual, empty
-        self._residual_constraints[slot] = tuple((a, c) for a, c in constraints.items() if c.residual)
+        residual = self._residual_constraints[slot] = tuple((a, c) for a, c in constraints.items() if c.residual)
+        self._residual[slot], self._unsat[slot] = bool(residual), empty
         if empty:
             self._unsat_slots.add(slot)
         columns = self._columns_of[slot] = [place.access if place is access else place.others for place in places]
