@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, fields
-from typing import Callable, Hashable
+from typing import Callable, Hashable, NamedTuple
 
 import numpy as np
 
@@ -31,13 +31,13 @@ from .language import (
     Filter,
     Publication,
     constraints_overlap,
-    residual_holds,
     residual_implied,
     unsatisfiable,
 )
 
 Key = Hashable
 _GAP = 1024.0
+NO_GROUP = -2  # a slot's group when it has none (group -1: a routing table's local entries)
 
 
 @dataclass(slots=True)
@@ -161,31 +161,118 @@ class _Arena:
             getattr(self, name)[to : to + size] = getattr(source, name)[start : start + size]
 
 
-class _Rows:
-    """Every entry's cells as lines (lo, hi, attribute id * 8 + bits), an entry's lines
-    together: the kernel reads a candidate's whole row from one or two cache lines."""
+class _Lines:
+    """Per slot, a run of lines (3 floats each) in one growing store, a slot's lines together:
+    the kernel reads ``lines[start[slot] : start[slot] + length[slot]]`` from one or two cache
+    lines. Rows of cells are (lo, hi, attribute id * 8 + bits); residual lines are
+    (attribute id, kind, code or condition id)."""
 
     def __init__(self, capacity: int = 64) -> None:
         self.flat = np.zeros(3 * capacity)
         self.used = 0
         self.garbage = 0
+        self.start = np.zeros(8, np.int64)
+        self.length = np.zeros(8, np.int64)
 
     @property
     def lines(self) -> np.ndarray:
         return self.flat.reshape(-1, 3)  # a view (kept out of the state: pickling would copy it)
 
-    def full(self, more: int) -> bool:
-        return 3 * (self.used + more) > len(self.flat)
+    def grow_slots(self, size: int) -> None:
+        self.start = _grown(self.start, size, len(self.start))
+        self.length = _grown(self.length, size, len(self.length))
 
-    def append(self, flat_cells) -> int:
-        """Store cells given as a flat list of line values; returns the first line's index."""
-        lines = len(flat_cells) // 3
-        if self.full(lines):
-            self.flat = _grown(self.flat, max(2 * len(self.flat), 3 * (self.used + lines)), 3 * self.used)
-        start = self.used
-        self.used += lines
-        self.flat[3 * start : 3 * self.used] = flat_cells
-        return start
+    def store(self, slot: int, flat_lines) -> None:
+        """Give ``slot`` the lines given as a flat list of values (replacing its old ones)."""
+        self.release(slot)
+        count = len(flat_lines) // 3
+        if 3 * (self.used + count) > len(self.flat):
+            if self.garbage > self.used // 2:
+                self._compact()
+            if 3 * (self.used + count) > len(self.flat):
+                self.flat = _grown(self.flat, max(2 * len(self.flat), 3 * (self.used + count)), 3 * self.used)
+        self.start[slot], self.length[slot] = self.used, count
+        self.flat[3 * self.used : 3 * (self.used + count)] = flat_lines
+        self.used += count
+
+    def release(self, slot: int) -> None:
+        self.garbage += self.length[slot]
+        self.length[slot] = 0
+
+    def _compact(self) -> None:
+        """Copy the lines of every slot that has some into the store's front, in slot order."""
+        live = np.flatnonzero(self.length)
+        lengths = self.length[live]
+        starts = np.cumsum(lengths) - lengths
+        lines = np.repeat(self.start[live] - starts, lengths) + np.arange(lengths.sum())
+        kept = self.lines[lines].ravel()
+        self.flat = np.zeros(max(len(self.flat), 2 * len(kept)))
+        self.flat[: len(kept)] = kept
+        self.start[live] = starts
+        self.used, self.garbage = len(lines), 0
+
+
+class _Conditions:
+    """Ids of the string conditions the entries carry (postfixes, substrings, excluded
+    words), per attribute, held by count so that the ids of conditions no entry carries any
+    more are reused. ``evaluate`` decides each condition once for a publication, for the
+    kernel to look up per entry. (Excluded words are conditions rather than codes: a word
+    outside the vocabulary has no code of its own.)"""
+
+    def __init__(self) -> None:
+        self.id_of: dict[tuple[str, str, str], int] = {}  # (attribute, kind, text) -> id
+        self.refs: list[int] = []
+        self.of_attribute: dict[str, dict[int, tuple[str, str]]] = {}  # attribute -> {id: (kind, text)}
+        self.free: list[int] = []
+        self.true = np.zeros(8, np.uint8)  # per id, for the publication last evaluated
+
+    @staticmethod
+    def _named(attr: str, c: Constraint) -> list[tuple[str, str, str]]:
+        if c.type != STRING:
+            return []
+        return ([(attr, "postfix", q) for q in c.postfixes] + [(attr, "substring", q) for q in c.substrings]
+                + [(attr, "excluded", x) for x in sorted(c.excluded)])
+
+    def hold(self, attr: str, c: Constraint) -> None:
+        for name in self._named(attr, c):
+            condition = self.id_of.get(name)
+            if condition is None:
+                condition = self.free.pop() if self.free else len(self.refs)
+                if condition == len(self.refs):
+                    self.refs.append(0)
+                    if condition == len(self.true):
+                        self.true = _grown(self.true, 2 * condition, condition)
+                self.id_of[name] = condition
+                self.of_attribute.setdefault(attr, {})[condition] = name[1:]
+            self.refs[condition] += 1
+
+    def release(self, attr: str, c: Constraint) -> None:
+        for name in self._named(attr, c):
+            condition = self.id_of[name]
+            self.refs[condition] -= 1
+            if not self.refs[condition]:
+                del self.id_of[name], self.of_attribute[attr][condition]
+                self.free.append(condition)
+
+    def ids(self, attr: str, c: Constraint) -> list[int]:
+        return [self.id_of[name] for name in self._named(attr, c)]
+
+    def evaluate(self, items) -> np.ndarray:
+        """Each condition's truth for the string values of a publication's ``items``. Conditions
+        on attributes the publication lacks keep stale values: no entry carrying them can match
+        (every attribute of a matching entry is one the publication has)."""
+        true, of_attribute = self.true, self.of_attribute
+        for attr, value in items:
+            conditions = of_attribute.get(attr) if isinstance(value, str) else None
+            if conditions:
+                for condition, (kind, text) in conditions.items():
+                    if kind == "postfix":
+                        true[condition] = value.endswith(text)
+                    elif kind == "substring":
+                        true[condition] = text in value
+                    else:
+                        true[condition] = value != text
+        return true
 
 
 class _Column:
@@ -279,7 +366,9 @@ class FilterIndex:
         self._encoded_version = 0
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         self._arena = _Arena()
-        self._rows = _Rows()
+        self._rows = _Lines()
+        self._residual_lines = _Lines()  # per slot: its excluded values and string conditions
+        self._conditions = _Conditions()
         self._keys = np.empty(8, object)  # per slot (an object array: fast to gather)
         self._slots = 0  # slots ever used
         self._filters: list[Filter | None] = []
@@ -288,9 +377,8 @@ class FilterIndex:
         self._slot_of: dict[Key, int] = {}
         self._free: list[int] = []
         self._unsat_slots: set[int] = set()
-        # per slot: its row in _rows
-        self._row_start = np.zeros(8, np.int64)
-        self._row_len = np.zeros(8, np.int64)
+        self._group = np.full(8, NO_GROUP, np.int32)  # per slot: see ``set_group``
+        self._group_seen = np.zeros(0, np.uint8)  # scratch per group (a routing table sizes it)
         self._residual = np.zeros(8, bool)  # per slot: has residual constraints (an array, for the queries)
         self._unsat = np.zeros(8, bool)
         # per attribute id: the query's bounds during a kernel call (_query_set is zero between calls)
@@ -349,16 +437,24 @@ class FilterIndex:
         columns = self._columns_of[slot] = [place.access if place is access else place.others for place in places]
         for j, column in enumerate(columns):
             self._append(column, slot, row[3 * j], row[3 * j + 1], row[3 * j + 2] & 7)
-        self._store_row(slot, row)
+        self._rows.store(slot, row)
+        if residual:
+            for attr, c in residual:
+                self._conditions.hold(attr, c)
+            self._residual_lines.store(slot, self._encode_residuals(residual))
 
     def remove(self, key: Key) -> Filter:
         slot = self._slot_of.pop(key)
         f = self._filters[slot]
         for column in self._columns_of[slot]:
             self._remove(column, slot)
-        self._rows.garbage += len(self._columns_of[slot])
+        self._rows.release(slot)
+        self._residual_lines.release(slot)
+        for attr, c in self._residual_constraints[slot]:
+            self._conditions.release(attr, c)
         self._keys[slot] = self._filters[slot] = self._columns_of[slot] = None
         self._residual_constraints[slot] = None
+        self._group[slot] = NO_GROUP
         self._unsat_slots.discard(slot)
         self._free.append(slot)
         return f
@@ -369,11 +465,18 @@ class FilterIndex:
         self._filters.append(None)
         self._residual_constraints.append(None)
         self._columns_of.append(None)
-        if slot == len(self._row_start):
-            for name in ("_keys", "_row_start", "_row_len", "_residual", "_unsat"):
-                old = getattr(self, name)
-                setattr(self, name, _grown(old, 2 * len(old), len(old)))
+        if slot == len(self._keys):
+            self._grow_slot_arrays(2 * slot)
         return slot
+
+    def _grow_slot_arrays(self, size: int) -> None:
+        """Room for ``size`` slots in every per-slot array (subclasses add theirs)."""
+        for name in ("_keys", "_residual", "_unsat"):
+            old = getattr(self, name)
+            setattr(self, name, _grown(old, size, len(old)))
+        self._group = np.concatenate([self._group, np.full(size - len(self._group), NO_GROUP, np.int32)])
+        self._rows.grow_slots(size)
+        self._residual_lines.grow_slots(size)
 
     def _attribute(self, attr: str, type_: str) -> _Attribute:
         attribute = self._attributes.get((attr, type_))
@@ -426,25 +529,6 @@ class FilterIndex:
             column.start = start
         self._arena = new
 
-    def _store_row(self, slot: int, row: list[float]) -> None:
-        self._row_len[slot] = 0  # a reused slot's old row is garbage: a compaction must not copy it
-        rows = self._rows
-        if rows.full(len(row) // 3) and rows.garbage > rows.used // 2:
-            self._compact_rows()
-        self._row_start[slot] = self._rows.append(row)
-        self._row_len[slot] = len(row) // 3
-
-    def _compact_rows(self) -> None:
-        """Copy the rows of the entries left into a fresh store, in slot order."""
-        live = np.sort(np.fromiter(self._slot_of.values(), np.int64, len(self._slot_of)))
-        lengths = self._row_len[live]
-        starts = np.cumsum(lengths) - lengths
-        lines = np.repeat(self._row_start[live] - starts, lengths) + np.arange(lengths.sum())
-        new = _Rows(max(64, 2 * len(lines)))
-        new.append(self._rows.lines[lines].ravel())
-        self._row_start[live] = starts
-        self._rows = new
-
     def _all_columns(self) -> list[_Column]:
         return [column for attribute in self._attributes.values() for place in attribute.places()
                 for column in (place.access, place.others)]
@@ -457,10 +541,23 @@ class FilterIndex:
     def _encode(self, value, type_: str) -> float:
         return self.vocabulary.code(value) if type_ == STRING else float(value)
 
+    def _encode_residuals(self, residual: tuple) -> list[float]:
+        """The residual lines of an entry's residual constraints, flattened: one per excluded
+        number and one per string condition (its condition id)."""
+        lines = []
+        for attr, c in residual:
+            attribute_id = self._attributes[attr, c.type].id
+            if c.type == NUMERIC:
+                for value in sorted(c.excluded):
+                    lines += (attribute_id, kernels.EXCLUDED, float(value))
+            for condition in self._conditions.ids(attr, c):
+                lines += (attribute_id, kernels.CONDITION, condition)
+        return lines
+
     def _reencode_strings(self) -> None:
         if self._encoded_version == self.vocabulary.version:
             return
-        arena, lines = self._arena, self._rows.lines
+        arena, rows, lines = self._arena, self._rows, self._rows.lines
         for slot in self._slot_of.values():
             constraints = self._filters[slot].constraints.values()
             for j, (column, c) in enumerate(zip(self._columns_of[slot], constraints)):
@@ -468,13 +565,30 @@ class FilterIndex:
                     lo, _, hi, _ = self._bounds(c)
                     i = column.start + column.position[slot]
                     arena.lo[i], arena.hi[i] = lo, hi
-                    lines[self._row_start[slot] + j, :2] = lo, hi
+                    lines[rows.start[slot] + j, :2] = lo, hi
         self._encoded_version = self.vocabulary.version
 
     # ------------------------------------------------------------------ the query engine
 
     def _probe(self, probes, test: int, family: str, target: int | None):
-        """Slots (in slot order) answering the question, with their single-point flags.
+        """Slots (in slot order) answering the question, with their single-point flags."""
+        segments, bounds, candidates = self._plan(probes, test, family, target)
+        if not candidates:
+            return np.zeros(0, np.int64), np.zeros(0, bool)
+        found_slots = np.empty(candidates, np.int64)
+        found_flags = np.empty(candidates, np.bool_)
+        arena, rows = self._arena, self._rows
+        found = kernels.query(
+            test, target is None, arena.slots, arena.lo, arena.hi, arena.bits, segments,
+            rows.lines, rows.start, rows.length, bounds,
+            self._query_set, self._query_lo, self._query_hi, self._query_bits, found_slots, found_flags,
+        )
+        return found_slots[:found], found_flags[:found]
+
+    def _plan(self, probes, test: int, family: str, target: int | None):
+        """Count the work of a question and lay out the kernel's input: the probed column
+        segments (start, size, lo, hi, bits) and the query's bounds per attribute (id, lo, hi,
+        bits) as arrays, and how many candidate cells the segments hold.
 
         ``target`` None: every attribute of an entry must be probed and pass; else every one
         of the ``target`` probed attributes must be an entry's and pass. The work counted is
@@ -515,17 +629,8 @@ class FilterIndex:
                         segments += (column.start, column.size, low, high, flags)
         candidates = sum(segments[1::5])
         if not candidates:
-            return np.zeros(0, np.int64), np.zeros(0, bool)
-        found_slots = np.empty(candidates, np.int64)
-        found_flags = np.empty(candidates, np.bool_)
-        arena = self._arena
-        found = kernels.query(
-            test, target is None, arena.slots, arena.lo, arena.hi, arena.bits,
-            np.array(segments, np.float64).reshape(-1, 5), self._rows.lines, self._row_start, self._row_len,
-            np.array(bounds, np.float64).reshape(-1, 4),
-            self._query_set, self._query_lo, self._query_hi, self._query_bits, found_slots, found_flags,
-        )
-        return found_slots[:found], found_flags[:found]
+            return None, None, 0
+        return np.array(segments, np.float64).reshape(-1, 5), np.array(bounds, np.float64).reshape(-1, 4), candidates
 
     def _count(self, family: str, cells: int) -> None:
         work = self.work
@@ -569,6 +674,13 @@ class FilterIndex:
 
     def matching(self, publication: Publication) -> list[Key]:
         """Keys of the entries (subscriptions) that match ``publication``."""
+        return self._keys[self.match(publication).slots].tolist()
+
+    def match(self, publication: Publication, exclude: int = NO_GROUP) -> "Match":
+        """The entries matching ``publication`` (slots, in slot order), in one kernel call
+        that also checks their residual conditions and groups them (see ``Match``): the
+        groups of a routing table are last hops, and ``exclude`` the one the publication came
+        from."""
         probes = self._stable_probes(
             lambda: [
                 (attr, STRING, (self.vocabulary.code(v),), False, v)
@@ -577,12 +689,21 @@ class FilterIndex:
                 for attr, v in publication.items
             ]
         )
-        slots, _ = self._probe(probes, kernels.POINT, "match", None)
-        # the kernel checked every interval, so only the residual conditions are left to check
-        values = dict(publication.items)
-        return self._finish(
-            slots, self._residual[slots], lambda slot: _residuals_hold(self._residual_constraints[slot], values)
+        segments, bounds, candidates = self._plan(probes, kernels.POINT, "match", None)
+        if not candidates:
+            return _NO_MATCH
+        slots, local = np.empty(candidates, np.int64), np.empty(candidates, np.int64)
+        groups = np.empty(len(self._group_seen), np.int64)
+        arena, rows, residual_lines = self._arena, self._rows, self._residual_lines
+        found, checks, grouped, locals_ = kernels.match(
+            arena.slots, arena.lo, arena.hi, arena.bits, segments, rows.lines, rows.start, rows.length,
+            residual_lines.lines, residual_lines.start, residual_lines.length,
+            self._conditions.evaluate(publication.items), bounds,
+            self._query_set, self._query_lo, self._query_hi, self._query_bits,
+            self._group, exclude, self._group_seen, slots, groups, local,
         )
+        self.work.residual_checks += checks
+        return Match(slots[:found], groups[:grouped].tolist(), local[:locals_].tolist())
 
     def covering(self, f: Filter) -> list[Key]:
         """Keys of the entries that cover ``f``."""
@@ -618,16 +739,21 @@ class FilterIndex:
         return self._finish(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot]))
 
 
+class Match(NamedTuple):
+    """A publication's matching entries: ``slots`` (an array, in slot order), the distinct
+    ``groups`` among them (ascending, without the excluded one) and the ``local`` slots
+    (group -1)."""
+
+    slots: np.ndarray
+    groups: list[int]
+    local: list[int]
+
+
+_NO_MATCH = Match(np.zeros(0, np.int64), [], [])
+
+
 # The re-checks below finish what the kernel started: it found the intervals passing, so only
 # residual conditions (and, for overlaps, empty constraints) can still turn an answer.
-
-
-def _residuals_hold(constraints: tuple, values: dict) -> bool:
-    """``matches`` for an entry whose intervals hold the publication's values."""
-    for attr, c in constraints:
-        if not residual_holds(c, values[attr]):
-            return False
-    return True
 
 
 def _residuals_implied(outer: Filter, inner: Filter) -> bool:

@@ -14,12 +14,19 @@ follows the candidates, not the table. Two kinds of question:
 - query-side (every attribute of the query must be one of the entry's and pass: covered-by,
   intersecting): the probed segments are all cells of one query attribute.
 Each entry sits at most once in the probed segments, so no entry is reported twice.
+
+``match`` answers a publication in full: besides intervals it checks the entries' residual
+lines (excluded numbers, and string conditions: postfixes, substrings, excluded words, whose truth
+for this publication the caller decided once per distinct condition), and it groups the entries by a
+per-slot ``group`` (a routing table's last hop): the distinct non-negative groups other than
+``exclude``, and the entries of group -1 (local subscribers).
 """
 import numpy as np
 from numba import njit
 
 LO_OPEN, HI_OPEN, RESIDUAL = 1, 2, 4
 POINT, CONTAINS, WITHIN, OVERLAP = 0, 1, 2, 3
+EXCLUDED, CONDITION = 0, 1  # kinds of residual line: (attribute id, kind, number or condition id)
 
 
 def cell_bits(lo_open: bool, hi_open: bool, residual: bool) -> int:
@@ -108,3 +115,68 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
         out_slots[:found] = out_slots[:found][order]
         out_flags[:found] = out_flags[:found][order]
     return found
+
+
+@njit(cache=True, nogil=True)
+def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, residual_start, residual_len,
+          condition_true, bounds, query_set, query_lo, query_hi, query_bits, group, exclude, group_seen,
+          out_slots, out_groups, out_local):
+    """The entries matching a publication (``bounds``: one point per attribute), in slot order.
+
+    Returns (matching entries, residual checks, groups, local entries): the first three
+    counts fill ``out_slots``, ``out_groups`` (ascending) and ``out_local``. A residual check is
+    an entry whose intervals hold and that has residual lines (what a scalar re-check costs).
+    ``group_seen`` is scratch indexed by group, all zero between calls.
+    """
+    for k in range(len(bounds)):
+        a = int(bounds[k, 0])
+        query_set[a] = 1
+        query_lo[a], query_hi[a], query_bits[a] = bounds[k, 1], bounds[k, 2], int(bounds[k, 3])
+    found = 0
+    checks = 0
+    for p in range(len(segments)):
+        start, size = int(segments[p, 0]), int(segments[p, 1])
+        value = segments[p, 2]
+        for i in range(start, start + size):
+            ok, _ = _passes(POINT, lo[i], hi[i], bits[i], value, value, 0)
+            if not ok:
+                continue
+            s = slots[i]
+            row = rows[row_start[s] : row_start[s] + row_len[s]]
+            ok, _ = _verify(POINT, True, row, query_set, query_lo, query_hi, query_bits, len(bounds))
+            if not ok:
+                continue
+            if residual_len[s]:
+                checks += 1
+                r = residual_start[s]
+                for j in range(r, r + residual_len[s]):
+                    kind = int(residuals[j, 1])
+                    if kind == EXCLUDED:
+                        ok = query_lo[int(residuals[j, 0])] != residuals[j, 2]
+                    else:
+                        ok = condition_true[int(residuals[j, 2])] != 0
+                    if not ok:
+                        break
+                if not ok:
+                    continue
+            out_slots[found] = s
+            found += 1
+    for k in range(len(bounds)):
+        query_set[int(bounds[k, 0])] = 0
+    if found > 1:
+        out_slots[:found] = np.sort(out_slots[:found])
+    local = 0
+    for f in range(found):
+        g = group[out_slots[f]]
+        if g == -1:
+            out_local[local] = out_slots[f]
+            local += 1
+        elif g >= 0 and g != exclude:
+            group_seen[g] = 1
+    groups = 0
+    for g in range(len(group_seen)):
+        if group_seen[g]:
+            group_seen[g] = 0
+            out_groups[groups] = g
+            groups += 1
+    return found, checks, groups, local

@@ -1,0 +1,86 @@
+"""Fingerprints of run results (issue 12, "no result changes"): one hash per streamed table of
+each reference scenario, over its rows sorted by every column, so a change to the data path
+can be checked to leave ``deliveries``, ``messages``, ``samples`` and ``events`` identical.
+
+    python bench/fingerprint.py [--out FILE] [--only NAME,...]
+    python bench/fingerprint.py --compare BEFORE.json AFTER.json
+
+The reference scenarios: the engine benchmark's (2,000 operations, zero and padres costs)
+and every ``unsub_burst_small_*``, all with ``hosts: 0``.
+"""
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from actors.coordinator import run  # noqa: E402
+from actors.results import STREAMED, read_table  # noqa: E402
+from experiments.scenario import resolve  # noqa: E402
+
+from bench_engine import scenario as engine_scenario  # noqa: E402
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
+
+
+def references(tmp: Path) -> dict[str, Path]:
+    """Name -> scenario file of every reference scenario."""
+    found = {}
+    for profile in ("zero", "padres"):
+        path = tmp / f"engine-{profile}.yaml"
+        path.write_text(yaml.safe_dump(engine_scenario(2000, profile, 0)))
+        found[f"engine-{profile}"] = path
+    for path in sorted(SCENARIOS.glob("unsub_burst_small_*.yaml")):
+        if "sweep" not in path.stem:
+            found[path.stem] = path
+    return found
+
+
+def table_hash(run_dir: Path, table: str) -> str:
+    rows = read_table(run_dir, table).to_pylist()
+    rows.sort(key=lambda row: json.dumps(row, sort_keys=True, default=str))
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps(row, sort_keys=True, default=str).encode())
+    return f"{len(rows)}:{digest.hexdigest()[:16]}"
+
+
+def fingerprint(only: set[str] | None) -> dict[str, dict[str, str]]:
+    result = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path in references(Path(tmp)).items():
+            if only and name not in only:
+                continue
+            run_dir = Path(tmp) / f"run-{name}"
+            manifest = run(resolve(path, ["runtime.hosts=0"]), run_dir, progress=False)
+            result[name] = {table: table_hash(run_dir, table) for table in STREAMED}
+            print(f"{name:<32} {manifest['wall_s']:>7.1f} s  " +
+                  " ".join(f"{t}={h}" for t, h in result[name].items()), flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--only", default="")
+    parser.add_argument("--compare", nargs=2, type=Path)
+    args = parser.parse_args()
+    if args.compare:
+        before, after = (json.loads(p.read_text()) for p in args.compare)
+        differing = [(n, t) for n in before if n in after for t in before[n] if before[n][t] != after[n][t]]
+        for name, table in differing:
+            print(f"DIFFERS {name} {table}: {before[name][table]} -> {after[name][table]}")
+        print("identical" if not differing else f"{len(differing)} tables differ")
+        sys.exit(1 if differing else 0)
+    result = fingerprint(set(filter(None, args.only.split(","))))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
