@@ -11,12 +11,20 @@ event (``check_conformance: false`` lets it through).
 A broker never sends directly: every effect goes through the context the runtime passes in
 (``send``, ``deliver``, ``event``, ``now``), so this module imports neither Ray nor time.
 
+Routing state lives in two routing tables (protocols/routing.py): the SRT (advertisements)
+and the PRT (subscriptions), whose entries carry last hops, per-neighbour counts of
+intersecting advertisements and per-neighbour routed flags in arrays; each question the
+broker asks is one compiled call. ``self.advs`` and ``self.subs`` map keys to ``Route``s.
+
 Hooks protocols override (and extend with ``super()``):
   ``on_<kind>(msg, sender, ctx)``     handle an arriving message of that kind (sender None:
                                      from a local client)
   ``subscription_next_hops(route)``  neighbours a subscription is routed toward
-  ``publication_next_hops(msg, matched, sender)``  neighbours a publication copy goes to
-  ``publication_arrived(msg, matched, sender)``  the publication as this broker delivers and
+  ``publication_next_hops(msg, match, sender)``  neighbours a publication copy goes to
+                                     (``match``: the PRT's answer, an index ``Match`` whose
+                                     ``slots`` are the matching subscriptions, ``groups`` the
+                                     base broker's next hops as neighbour indices)
+  ``publication_arrived(msg, match, sender)``  the publication as this broker delivers and
                                      forwards it (protocols update its headers here)
   ``deliver_locally(msg, route, ctx)`` hand a publication to a local subscriber
   ``send_subscription(route, hop, ctx)`` / ``send_unsubscription(route, hop, ctx)``
@@ -29,13 +37,13 @@ Hooks protocols override (and extend with ``super()``):
 """
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
-from .index import FilterIndex, Work
+from .index import Match, Work
 from .language import conforms
 from .messages import Message
+from .routing import LOCAL, RoutingTable
 
 Key = tuple[str, int]
 
@@ -55,30 +63,26 @@ class Context(Protocol):
 
 @dataclass(slots=True)
 class Route:
-    """A routing-table entry: the message that installed it and where it came from.
-
-    For a subscription, ``toward`` counts the intersecting advertisements per last hop: the
-    neighbours it is routed toward are those with a count (except its own last hop).
-    """
+    """A routing-table entry: the message that installed it, where it came from, and its slot
+    in the table (where its routing metadata lives)."""
 
     msg: Message
     last_hop: str | None  # None: a local client
-    toward: Counter = field(default_factory=Counter)
+    slot: int
 
 
 class Broker:
     def __init__(self, name: str, neighbors, settings: dict | None = None) -> None:
         self.name = name
         self.neighbors: list[str] = sorted(neighbors)
+        self.hop_index = {hop: i for i, hop in enumerate(self.neighbors)}
         self.settings = dict(settings or {})
         self.check_conformance = bool(self.settings.get("check_conformance", True))
         self.work = Work()
-        self.srt = FilterIndex(self.work)
-        self.prt = FilterIndex(self.work)
+        self.srt = RoutingTable(self.neighbors, self.work)
+        self.prt = RoutingTable(self.neighbors, self.work)
         self.advs: dict[Key, Route] = {}
         self.subs: dict[Key, Route] = {}
-        # per neighbour, the subscriptions routed there (insertion-ordered dict used as a set)
-        self.routed_subs: dict[str, dict[Key, None]] = {n: {} for n in self.neighbors}
 
     # ------------------------------------------------------------------ dispatch
 
@@ -106,23 +110,28 @@ class Broker:
     def srt_size(self) -> int:
         return len(self.srt)
 
+    @property
+    def routed_subs(self) -> dict[str, list[Key]]:
+        """Per neighbour, the keys of the subscriptions routed there (for inspection)."""
+        return {hop: self.prt.routed_keys(i) for i, hop in enumerate(self.neighbors)}
+
+    def _index(self, hop: str | None) -> int:
+        return LOCAL if hop is None else self.hop_index[hop]
+
     # ------------------------------------------------------------------ advertisements
 
     def on_adv(self, msg: Message, sender: str | None, ctx: Context) -> None:
         if msg.key in self.advs:
             return
-        self.srt.add(msg.key, msg.filter)
-        self.advs[msg.key] = Route(msg, sender)
+        slot = self.srt.add_route(msg.key, msg.filter, self._index(sender))
+        self.advs[msg.key] = Route(msg, sender, slot)
         for hop in self.neighbors:
             if hop != sender:
                 ctx.send(hop, msg)
         if sender is not None:
-            subs, routed = self.subs, self.routed_subs[sender]
-            for key in self.prt.intersected_by(msg.filter):
-                route = subs[key]
-                route.toward[sender] += 1
-                if key not in routed and route.last_hop != sender:  # most are routed there already
-                    self._route_subscription(route, sender, ctx)
+            prt, subs = self.prt, self.subs
+            for slot in self.prt.advertised(msg.filter, self.hop_index[sender]).tolist():
+                self._route_subscription(subs[prt.key(slot)], sender, ctx)
 
     def on_unadv(self, msg: Message, sender: str | None, ctx: Context) -> None:
         route = self.advs.pop(msg.key, None)
@@ -133,26 +142,19 @@ class Broker:
             if hop != sender:
                 ctx.send(hop, msg)
         if sender is not None:
-            routed = self.routed_subs[sender]
-            for key in self.prt.intersected_by(route.msg.filter):
-                toward = self.subs[key].toward
-                toward[sender] -= 1
-                if toward[sender] == 0:
-                    del toward[sender]
-                    if key in routed:
-                        self._unroute_subscription(self.subs[key], sender, ctx)
+            prt, subs = self.prt, self.subs
+            for slot in prt.unadvertised(route.msg.filter, self.hop_index[sender]).tolist():
+                self._unroute_subscription(subs[prt.key(slot)], sender, ctx)
 
     # ------------------------------------------------------------------ subscriptions
 
     def on_sub(self, msg: Message, sender: str | None, ctx: Context) -> None:
         if msg.key in self.subs:
             return
-        route = Route(msg, sender)
-        advs = self.advs
-        hops = [advs[key].last_hop for key in self.srt.intersecting(msg.filter)]
-        route.toward.update(hop for hop in hops if hop is not None)
-        self.prt.add(msg.key, msg.filter)
-        self.subs[msg.key] = route
+        toward = self.srt.hop_counts(msg.filter)
+        slot = self.prt.add_route(msg.key, msg.filter, self._index(sender))
+        self.prt.toward[slot] = toward
+        route = self.subs[msg.key] = Route(msg, sender, slot)
         for hop in self.subscription_next_hops(route):
             self._route_subscription(route, hop, ctx)
 
@@ -160,22 +162,22 @@ class Broker:
         route = self.subs.pop(msg.key, None)
         if route is None:
             return
+        for hop in self.prt.routed_hops(route.slot):
+            self._unroute_subscription(route, self.neighbors[hop], ctx)
         self.prt.remove(msg.key)
-        for hop in self.neighbors:
-            if msg.key in self.routed_subs[hop]:
-                self._unroute_subscription(route, hop, ctx)
 
     def subscription_next_hops(self, route: Route) -> list[str]:
-        return sorted(hop for hop in route.toward if hop != route.last_hop)
+        neighbors = self.neighbors
+        return [neighbors[hop] for hop in self.prt.routable_hops(route.slot)]
 
     def _route_subscription(self, route: Route, hop: str, ctx: Context) -> None:
-        routed = self.routed_subs[hop]
-        if route.msg.key not in routed:
-            routed[route.msg.key] = None
+        routed, index = self.prt.routed, self.hop_index[hop]
+        if not routed[route.slot, index]:
+            routed[route.slot, index] = True
             self.send_subscription(route, hop, ctx)
 
     def _unroute_subscription(self, route: Route, hop: str, ctx: Context) -> None:
-        del self.routed_subs[hop][route.msg.key]
+        self.prt.routed[route.slot, self.hop_index[hop]] = False
         self.send_unsubscription(route, hop, ctx)
 
     def send_subscription(self, route: Route, hop: str, ctx: Context) -> None:
@@ -190,32 +192,27 @@ class Broker:
         if sender is None and self.check_conformance and not self._conforms(msg):
             ctx.event("nonconforming_publication", pub_id=msg.id, client=msg.client)
             return
-        matched = self.prt.matching(msg.publication)
-        msg = self.publication_arrived(msg, matched, sender)
-        subs = self.subs
-        for key in matched:
-            route = subs[key]
-            if route.last_hop is None:
-                self.deliver_locally(msg, route, ctx)
-        hops = self.publication_next_hops(msg, matched, sender)
+        match = self.prt.publication(msg.publication, self._index(sender))
+        msg = self.publication_arrived(msg, match, sender)
+        if match.local:
+            prt, subs = self.prt, self.subs
+            for slot in match.local:
+                self.deliver_locally(msg, subs[prt.key(slot)], ctx)
+        hops = self.publication_next_hops(msg, match, sender)
         if hops:
             copy = msg.forwarded()  # immutable: every next hop can take the same copy
             for hop in hops:
                 ctx.send(hop, copy)
 
-    def publication_arrived(self, msg: Message, matched: list[Key], sender: str | None) -> Message:
+    def publication_arrived(self, msg: Message, match: Match, sender: str | None) -> Message:
         return msg
 
     def deliver_locally(self, msg: Message, route: Route, ctx: Context) -> None:
         ctx.deliver(msg, route.msg.id, route.msg.client)
 
-    def publication_next_hops(self, msg: Message, matched: list[Key], sender: str | None) -> list[str]:
-        subs = self.subs
-        hops = {subs[key].last_hop for key in matched}
-        hops.discard(None)
-        hops.discard(sender)
-        return sorted(hops)
-
+    def publication_next_hops(self, msg: Message, match: Match, sender: str | None) -> list[str]:
+        neighbors = self.neighbors
+        return [neighbors[hop] for hop in match.groups]
     def _conforms(self, msg: Message) -> bool:
         return any(
             route.last_hop is None and route.msg.client == msg.client and conforms(msg.publication, route.msg.filter)

@@ -656,25 +656,24 @@ class FilterIndex:
             lambda: [(attr, c.type, self._bounds(c), c.residual, c) for attr, c in f.constraints.items()]
         )
 
-    def _finish(self, slots: np.ndarray, recheck, exact: Callable[[int], bool]) -> list[Key]:
-        """Keys of ``slots``; those flagged in ``recheck`` (per slot, or True: all) must pass ``exact``."""
-        keys = self._keys
+    def _exact(self, slots: np.ndarray, recheck, exact: Callable[[int], bool]) -> np.ndarray:
+        """``slots`` but those flagged in ``recheck`` (per slot, or True: all) that fail ``exact``."""
         if recheck is False:
-            return keys[slots].tolist()
+            return slots
         doubtful = slots.tolist() if recheck is True else slots[recheck].tolist()
         if not doubtful:
-            return keys[slots].tolist()
+            return slots
         self.work.residual_checks += len(doubtful)
-        rejected = {slot for slot in doubtful if not exact(slot)}  # only asked for membership
+        rejected = [slot for slot in doubtful if not exact(slot)]
         if not rejected:
-            return keys[slots].tolist()
-        return [keys[slot] for slot in slots.tolist() if slot not in rejected]
+            return slots
+        return slots[~np.isin(slots, rejected)]
 
     # ------------------------------------------------------------------ the questions
 
     def matching(self, publication: Publication) -> list[Key]:
         """Keys of the entries (subscriptions) that match ``publication``."""
-        return self._keys[self.match(publication).slots].tolist()
+        return self._keys_of(self.match(publication).slots)
 
     def match(self, publication: Publication, exclude: int = NO_GROUP) -> "Match":
         """The entries matching ``publication`` (slots, in slot order), in one kernel call
@@ -712,7 +711,7 @@ class FilterIndex:
             return self.keys()
         slots, _ = self._probe(self._query_bounds(f), kernels.CONTAINS, "cover", None)
         recheck = True if _has_residual(f) else self._residual[slots]
-        return self._finish(slots, recheck, lambda slot: _residuals_implied(self._filters[slot], f))
+        return self._keys_of(self._exact(slots, recheck, lambda slot: _residuals_implied(self._filters[slot], f)))
 
     def covered_by(self, f: Filter) -> list[Key]:
         """Keys of the entries that ``f`` covers (every unsatisfiable entry among them)."""
@@ -720,23 +719,34 @@ class FilterIndex:
         if self._unsat_slots:
             slots = np.union1d(slots, np.fromiter(self._unsat_slots, np.int64))
         recheck = (True if _has_residual(f) else self._residual[slots]) & ~self._unsat[slots]
-        return self._finish(slots, recheck, lambda slot: _residuals_implied(f, self._filters[slot]))
+        return self._keys_of(self._exact(slots, recheck, lambda slot: _residuals_implied(f, self._filters[slot])))
 
     def intersecting(self, sub: Filter) -> list[Key]:
-        """Keys of the entries (advertisements) that intersect subscription ``sub``.
+        """Keys of the entries (advertisements) that intersect subscription ``sub``."""
+        return self._keys_of(self.intersecting_slots(sub))
+
+    def intersecting_slots(self, sub: Filter) -> np.ndarray:
+        """Slots of the entries that intersect ``sub``, in slot order.
 
         A residual condition can only empty an overlap that is a single point, so only
         entries touching ``sub`` in a point there (or unsatisfiable ones) are re-checked."""
         if unsatisfiable(sub):
-            return []
+            return np.zeros(0, np.int64)
         slots, points = self._probe(self._query_bounds(sub), kernels.OVERLAP, "match", len(sub.constraints))
-        return self._finish(slots, points | self._unsat[slots], lambda slot: _overlaps_hold(self._filters[slot], sub))
+        return self._exact(slots, points | self._unsat[slots], lambda slot: _overlaps_hold(self._filters[slot], sub))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
         """Keys of the entries (subscriptions) that advertisement ``adv`` intersects."""
+        return self._keys_of(self.intersected_by_slots(adv))
+
+    def intersected_by_slots(self, adv: Filter) -> np.ndarray:
+        """Slots of the entries that ``adv`` intersects, in slot order."""
         slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "match", None)
         recheck = True if unsatisfiable(adv) else points | self._unsat[slots]
-        return self._finish(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot]))
+        return self._exact(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot]))
+
+    def _keys_of(self, slots: np.ndarray) -> list[Key]:
+        return self._keys[slots].tolist()
 
 
 class Match(NamedTuple):

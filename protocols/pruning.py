@@ -115,16 +115,16 @@ class Pruning(ActiveCovering):
 
     # ------------------------------------------------------------------ statistics
 
-    def publication_arrived(self, msg: Message, matched, sender) -> Message:
+    def publication_arrived(self, msg: Message, match, sender) -> Message:
         """Update the statistics: 0 at the publisher's broker; then, at every broker the
         publication reaches, ``distance`` restarts from 0 (and ``count`` grows) where it
         matches more than one subscription, and grows by one elsewhere."""
         distance, count = (0, 0) if sender is None else (msg.header("distance", 0), msg.header("count", 0))
-        if len(matched) > 1:
+        if len(match.slots) > 1:
             distance, count = 0, count + 1
         else:
             distance += 1
-        msg = super().publication_arrived(msg, matched, sender)
+        msg = super().publication_arrived(msg, match, sender)
         if self.pruning.variant == "selective":
             return msg.with_headers(distance=distance, count=count)
         return msg.with_headers(distance=distance)

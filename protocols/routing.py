@@ -1,0 +1,98 @@
+"""Routing tables: a filter index whose entries carry their routing metadata in arrays.
+
+The base broker keeps two (PADRES's names): the SRT, advertisements by last hop, and the
+PRT, subscriptions by last hop. Per slot of the index a table holds
+- ``last_hop``: the neighbour index the entry came from, or -1 for a local client;
+- ``toward[slot, n]``: how many advertisements from neighbour n intersect the entry (PRT);
+- ``routed[slot, n]``: whether the entry is routed toward neighbour n (PRT).
+Each question a broker asks of a table is answered in one compiled index call plus a few
+array operations, and returns what the broker acts on (next hops, the entries whose routing
+changes), so the Python that follows is as long as the routing changes, not as the matches.
+Neighbour indices follow the broker's sorted neighbour names, so ascending indices are name
+order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .index import FilterIndex, Key, Match, Work
+from .language import Filter, Publication
+
+LOCAL = -1  # last hop of an entry a local client issued
+
+
+class RoutingTable(FilterIndex):
+    def __init__(self, neighbors: list[str], work: Work | None = None) -> None:
+        super().__init__(work)
+        self.neighbors = list(neighbors)
+        self.toward = np.zeros((8, len(neighbors)), np.int32)
+        self.routed = np.zeros((8, len(neighbors)), bool)
+        self._group_seen = np.zeros(len(neighbors), np.uint8)
+
+    def _grow_slot_arrays(self, size: int) -> None:
+        super()._grow_slot_arrays(size)
+        for name in ("toward", "routed"):
+            old = getattr(self, name)
+            grown = np.zeros((size, old.shape[1]), old.dtype)
+            grown[: len(old)] = old
+            setattr(self, name, grown)
+
+    # ------------------------------------------------------------------ entries
+
+    def add_route(self, key: Key, f: Filter, last_hop: int) -> int:
+        """Add an entry from neighbour index ``last_hop`` (LOCAL: a local client); its slot."""
+        self.add(key, f)
+        slot = self._slot_of[key]
+        self._group[slot] = last_hop
+        self.toward[slot] = 0
+        self.routed[slot] = False
+        return slot
+
+    def slot(self, key: Key) -> int:
+        return self._slot_of[key]
+
+    def key(self, slot: int) -> Key:
+        return self._keys[slot]
+
+    def last_hop(self, slot: int) -> int:
+        return int(self._group[slot])
+
+    def routed_hops(self, slot: int) -> list[int]:
+        """Neighbour indices the entry is routed toward, ascending."""
+        return np.flatnonzero(self.routed[slot]).tolist()
+
+    def routable_hops(self, slot: int) -> list[int]:
+        """Neighbour indices with intersecting advertisements, but the entry's last hop."""
+        return [hop for hop in np.flatnonzero(self.toward[slot]).tolist() if hop != self._group[slot]]
+
+    def routed_keys(self, hop: int) -> list[Key]:
+        """Keys of the entries routed toward neighbour index ``hop``, in slot order."""
+        return self._keys[np.flatnonzero(self.routed[: len(self._group), hop])].tolist()
+
+    # ------------------------------------------------------------------ the questions
+
+    def publication(self, publication: Publication, sender: int) -> Match:
+        """The subscriptions matching a publication from neighbour index ``sender`` (LOCAL:
+        its publisher), with their distinct last hops but ``sender`` (the next hops) and the
+        local ones (the deliveries)."""
+        return self.match(publication, sender)
+
+    def advertised(self, adv: Filter, hop: int) -> np.ndarray:
+        """An advertisement arrived from ``hop``: count it toward ``hop`` for every entry it
+        intersects; the slots that become routable there (not routed there yet, and not from
+        there), in slot order."""
+        slots = self.intersected_by_slots(adv)
+        self.toward[slots, hop] += 1
+        return slots[~self.routed[slots, hop] & (self._group[slots] != hop)]
+
+    def unadvertised(self, adv: Filter, hop: int) -> np.ndarray:
+        """An advertisement from ``hop`` was withdrawn: uncount it; the slots routed toward
+        ``hop`` that no advertisement from there intersects any more, in slot order."""
+        slots = self.intersected_by_slots(adv)
+        self.toward[slots, hop] -= 1
+        return slots[(self.toward[slots, hop] == 0) & self.routed[slots, hop]]
+
+    def hop_counts(self, sub: Filter) -> np.ndarray:
+        """Per neighbour index, the entries (advertisements) from there that ``sub`` intersects."""
+        hops = self._group[self.intersecting_slots(sub)]
+        return np.bincount(hops[hops >= 0], minlength=len(self.neighbors)).astype(np.int32)
