@@ -60,7 +60,7 @@ def main() -> None:
                       f"{manifest['events_per_s']:>10,.0f}", flush=True)
 
 
-INDEX_QUESTIONS = ("matching", "intersecting", "intersected_by", "covering", "covered_by", "add", "remove")
+INDEX_QUESTIONS = ("match", "intersecting_slots", "intersected_by_slots", "covering", "covered_by", "add", "remove")
 
 
 def where_the_time_goes(operations: int) -> None:

@@ -129,9 +129,9 @@ class Broker:
             if hop != sender:
                 ctx.send(hop, msg)
         if sender is not None:
-            prt, subs = self.prt, self.subs
-            for slot in self.prt.advertised(msg.filter, self.hop_index[sender]).tolist():
-                self._route_subscription(subs[prt.key(slot)], sender, ctx)
+            subs = self.subs
+            for key in self.prt.keys_of(self.prt.advertised(msg.filter, self.hop_index[sender])):
+                self._route_subscription(subs[key], sender, ctx)
 
     def on_unadv(self, msg: Message, sender: str | None, ctx: Context) -> None:
         route = self.advs.pop(msg.key, None)
@@ -142,9 +142,9 @@ class Broker:
             if hop != sender:
                 ctx.send(hop, msg)
         if sender is not None:
-            prt, subs = self.prt, self.subs
-            for slot in prt.unadvertised(route.msg.filter, self.hop_index[sender]).tolist():
-                self._unroute_subscription(subs[prt.key(slot)], sender, ctx)
+            subs = self.subs
+            for key in self.prt.keys_of(self.prt.unadvertised(route.msg.filter, self.hop_index[sender])):
+                self._unroute_subscription(subs[key], sender, ctx)
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -195,9 +195,9 @@ class Broker:
         match = self.prt.publication(msg.publication, self._index(sender))
         msg = self.publication_arrived(msg, match, sender)
         if match.local:
-            prt, subs = self.prt, self.subs
-            for slot in match.local:
-                self.deliver_locally(msg, subs[prt.key(slot)], ctx)
+            subs = self.subs
+            for key in self.prt.keys_of(match.local):
+                self.deliver_locally(msg, subs[key], ctx)
         hops = self.publication_next_hops(msg, match, sender)
         if hops:
             copy = msg.forwarded()  # immutable: every next hop can take the same copy

@@ -334,7 +334,7 @@ class _Attribute:
         if buckets:
             if test == kernels.POINT:
                 passing = (buckets.get(query),)
-            elif test == kernels.CONTAINS:
+            elif test == kernels.CONTAINS or query.point is not None:  # only the point's bucket
                 passing = (None if query.point is None else buckets.get(query.point),)
             else:
                 passing = [place for value, place in buckets.items() if query.contains(value)]
@@ -660,20 +660,23 @@ class FilterIndex:
         """``slots`` but those flagged in ``recheck`` (per slot, or True: all) that fail ``exact``."""
         if recheck is False:
             return slots
-        doubtful = slots.tolist() if recheck is True else slots[recheck].tolist()
-        if not doubtful:
+        positions = np.flatnonzero(recheck) if recheck is not True else range(len(slots))
+        if not len(positions):
             return slots
-        self.work.residual_checks += len(doubtful)
-        rejected = [slot for slot in doubtful if not exact(slot)]
-        if not rejected:
-            return slots
-        return slots[~np.isin(slots, rejected)]
+        self.work.residual_checks += len(positions)
+        keep = None
+        for position in positions:
+            if not exact(int(slots[position])):
+                if keep is None:
+                    keep = np.ones(len(slots), bool)
+                keep[position] = False
+        return slots if keep is None else slots[keep]
 
     # ------------------------------------------------------------------ the questions
 
     def matching(self, publication: Publication) -> list[Key]:
         """Keys of the entries (subscriptions) that match ``publication``."""
-        return self._keys_of(self.match(publication).slots)
+        return self.keys_of(self.match(publication).slots)
 
     def match(self, publication: Publication, exclude: int = NO_GROUP) -> "Match":
         """The entries matching ``publication`` (slots, in slot order), in one kernel call
@@ -711,7 +714,7 @@ class FilterIndex:
             return self.keys()
         slots, _ = self._probe(self._query_bounds(f), kernels.CONTAINS, "cover", None)
         recheck = True if _has_residual(f) else self._residual[slots]
-        return self._keys_of(self._exact(slots, recheck, lambda slot: _residuals_implied(self._filters[slot], f)))
+        return self.keys_of(self._exact(slots, recheck, lambda slot: _residuals_implied(self._filters[slot], f)))
 
     def covered_by(self, f: Filter) -> list[Key]:
         """Keys of the entries that ``f`` covers (every unsatisfiable entry among them)."""
@@ -719,11 +722,11 @@ class FilterIndex:
         if self._unsat_slots:
             slots = np.union1d(slots, np.fromiter(self._unsat_slots, np.int64))
         recheck = (True if _has_residual(f) else self._residual[slots]) & ~self._unsat[slots]
-        return self._keys_of(self._exact(slots, recheck, lambda slot: _residuals_implied(f, self._filters[slot])))
+        return self.keys_of(self._exact(slots, recheck, lambda slot: _residuals_implied(f, self._filters[slot])))
 
     def intersecting(self, sub: Filter) -> list[Key]:
         """Keys of the entries (advertisements) that intersect subscription ``sub``."""
-        return self._keys_of(self.intersecting_slots(sub))
+        return self.keys_of(self.intersecting_slots(sub))
 
     def intersecting_slots(self, sub: Filter) -> np.ndarray:
         """Slots of the entries that intersect ``sub``, in slot order.
@@ -737,7 +740,7 @@ class FilterIndex:
 
     def intersected_by(self, adv: Filter) -> list[Key]:
         """Keys of the entries (subscriptions) that advertisement ``adv`` intersects."""
-        return self._keys_of(self.intersected_by_slots(adv))
+        return self.keys_of(self.intersected_by_slots(adv))
 
     def intersected_by_slots(self, adv: Filter) -> np.ndarray:
         """Slots of the entries that ``adv`` intersects, in slot order."""
@@ -745,7 +748,8 @@ class FilterIndex:
         recheck = True if unsatisfiable(adv) else points | self._unsat[slots]
         return self._exact(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot]))
 
-    def _keys_of(self, slots: np.ndarray) -> list[Key]:
+    def keys_of(self, slots: np.ndarray) -> list[Key]:
+        """The keys of ``slots``, in their order."""
         return self._keys[slots].tolist()
 
 

@@ -1,0 +1,95 @@
+"""Routing tables answer the broker's questions exactly as brute force over the oracle would."""
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocols.language import NUMERIC, intersects, matches, parse_filter
+from protocols.routing import LOCAL, RoutingTable
+
+from .strategies import filters, publications
+
+NEIGHBORS = ["B0", "B1", "B2", "B3"]
+last_hops = st.integers(LOCAL, len(NEIGHBORS) - 1)
+
+
+def _table(entries):
+    table = RoutingTable(NEIGHBORS)
+    for key, (f, hop) in enumerate(entries):
+        table.add_route(key, f, hop)
+    return table
+
+
+def _intervals_hold(f, publication) -> bool:
+    """``matches`` ignoring residual conditions (what the kernel checks before them)."""
+    values = publication.as_dict()
+    for attr, c in f.constraints.items():
+        if attr not in values or isinstance(values[attr], str) != (c.type != NUMERIC):
+            return False
+        if not c.contains(values[attr]):
+            return False
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(filters(), last_hops), min_size=1, max_size=40),
+       st.lists(st.tuples(publications(), last_hops), min_size=1, max_size=5))
+def test_publication_gives_next_hops_and_local_subscribers(entries, arrivals):
+    table = _table(entries)
+    for publication, sender in arrivals:
+        checks_before = table.work.residual_checks
+        match = table.publication(publication, sender)
+        matching = [k for k, (f, _) in enumerate(entries) if matches(f, publication)]
+        assert table.keys_of(match.slots) == matching
+        assert match.groups == sorted({entries[k][1] for k in matching} - {LOCAL, sender})
+        assert [table.key(s) for s in match.local] == [k for k in matching if entries[k][1] == LOCAL]
+        rechecked = [k for k, (f, _) in enumerate(entries)
+                     if _intervals_hold(f, publication) and any(c.residual for c in f.constraints.values())]
+        assert table.work.residual_checks - checks_before == len(rechecked)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(filters(), last_hops), min_size=1, max_size=30),
+       st.lists(st.tuples(st.booleans(), filters(), st.integers(0, len(NEIGHBORS) - 1)), min_size=1, max_size=12),
+       st.sets(st.tuples(st.integers(0, 29), st.integers(0, len(NEIGHBORS) - 1))))
+def test_advertisements_keep_toward_counts_and_name_routing_changes(subs, adv_ops, routed):
+    table = _table(subs)
+    for slot, hop in routed:
+        if slot < len(subs):
+            table.routed[table.slot(slot), hop] = True
+    live: list[tuple] = []  # advertisements in force: (filter, hop)
+    for withdraw, adv, hop in adv_ops:
+        intersected = [k for k, (f, _) in enumerate(subs) if intersects(adv, f)]
+        if withdraw and live:
+            adv, hop = live.pop(0)
+            intersected = [k for k, (f, _) in enumerate(subs) if intersects(adv, f)]
+            changed = table.unadvertised(adv, hop)
+            count = {k: sum(intersects(a, subs[k][0]) for a, h in live if h == hop) for k in intersected}
+            expected = [k for k in intersected if count[k] == 0 and table.routed[table.slot(k), hop]]
+        else:
+            live.append((adv, hop))
+            changed = table.advertised(adv, hop)
+            expected = [k for k in intersected if not table.routed[table.slot(k), hop] and subs[k][1] != hop]
+        assert table.keys_of(changed) == expected
+        for k, (f, _) in enumerate(subs):
+            for n in range(len(NEIGHBORS)):
+                assert table.toward[table.slot(k), n] == sum(intersects(a, f) for a, h in live if h == n)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(filters(), last_hops), min_size=1, max_size=30), st.lists(filters(), min_size=1, max_size=5))
+def test_hop_counts_count_intersecting_advertisements_per_last_hop(advs, subs):
+    table = _table(advs)
+    for sub in subs:
+        expected = [sum(1 for f, hop in advs if hop == n and intersects(f, sub)) for n in range(len(NEIGHBORS))]
+        assert table.hop_counts(sub).tolist() == expected
+
+
+def test_a_reused_slot_starts_with_no_routing_state():
+    table = RoutingTable(NEIGHBORS)
+    table.add_route("A", parse_filter("[x,>,1]"), 2)
+    slot = table.slot("A")
+    table.toward[slot, 1] = 3
+    table.routed[slot, 0] = True
+    table.remove("A")
+    assert table.add_route("B", parse_filter("[x,<,1]"), LOCAL) == slot
+    assert table.toward[slot].tolist() == [0] * len(NEIGHBORS) and not table.routed[slot].any()
+    assert table.last_hop(slot) == LOCAL and table.routed_hops(slot) == []
