@@ -278,38 +278,37 @@ class _Conditions:
 class _Column:
     """Cells of one attribute in a segment of the column arena."""
 
-    __slots__ = ("start", "capacity", "size", "position")
+    __slots__ = ("start", "capacity", "size", "position", "place")
 
-    def __init__(self) -> None:
+    def __init__(self, place: "_Place") -> None:
         self.start = self.capacity = self.size = 0
         self.position: dict[int, int] = {}  # slot -> offset in the segment
+        self.place = place
 
 
 class _Place:
     """Where the cells of one (attribute, type), or of one equality value of it, go: a column
     for the entries' access cells (see ``FilterIndex``) and one for their other cells."""
 
-    __slots__ = ("access", "others")
+    __slots__ = ("access", "others", "size")
 
     def __init__(self) -> None:
-        self.access = _Column()
-        self.others = _Column()
-
-    @property
-    def size(self) -> int:
-        return self.access.size + self.others.size
+        self.access = _Column(self)
+        self.others = _Column(self)
+        self.size = 0  # cells in both columns
 
 
 class _Attribute:
     """The places of one (attribute, type): its interval cells, and a bucket of equality cells
     per value."""
 
-    __slots__ = ("id", "interval", "buckets")
+    __slots__ = ("id", "interval", "buckets", "values")
 
     def __init__(self, attr_id: int) -> None:
         self.id = attr_id
         self.interval = _Place()
         self.buckets: dict[object, _Place] = {}
+        self.values: list = []  # the buckets' values, sorted
 
     def place(self, point) -> _Place:
         """The place of a constraint with this equality value (None: an interval)."""
@@ -318,6 +317,7 @@ class _Attribute:
         bucket = self.buckets.get(point)
         if bucket is None:
             bucket = self.buckets[point] = _Place()
+            bisect.insort(self.values, point)
         return bucket
 
     def places(self) -> list[_Place]:
@@ -337,12 +337,19 @@ class _Attribute:
             elif test == kernels.CONTAINS or query.point is not None:  # only the point's bucket
                 passing = (None if query.point is None else buckets.get(query.point),)
             else:
-                passing = [place for value, place in buckets.items() if query.contains(value)]
+                passing = [buckets[value] for value in self._values_within(query)]
             for place in passing:
                 if place is not None and place.size:
                     places.append(place)
                     cells += place.size
         return places, cells
+
+    def _values_within(self, c: Constraint) -> list:
+        """The bucket values inside ``c``'s interval, in order."""
+        values = self.values
+        first = 0 if c.lo is None else (bisect.bisect_right if c.lo_open else bisect.bisect_left)(values, c.lo)
+        end = len(values) if c.hi is None else (bisect.bisect_left if c.hi_open else bisect.bisect_right)(values, c.hi)
+        return values[first:end]
 
 
 class FilterIndex:
@@ -496,6 +503,7 @@ class FilterIndex:
         arena.slots[i], arena.lo[i], arena.hi[i], arena.bits[i] = slot, lo, hi, bits
         column.position[slot] = column.size
         column.size += 1
+        column.place.size += 1
 
     def _remove(self, column: _Column, slot: int) -> None:
         offset = column.position.pop(slot)
@@ -507,6 +515,7 @@ class FilterIndex:
             arena.lo[i], arena.hi[i], arena.bits[i] = arena.lo[j], arena.hi[j], arena.bits[j]
             column.position[int(moved)] = offset
         column.size = last
+        column.place.size -= 1
 
     def _relocate(self, column: _Column) -> None:
         """Give a full column twice the room at the arena's end."""
