@@ -2,10 +2,12 @@
 
 The coordinator advances in chunks of one sampling interval of virtual time (for the
 progress bar), skipping idle stretches by starting each chunk at the earliest pending event
-anywhere. Within a chunk, several hosts run conservative windows as long as the smallest
-latency a cross-host message can have (any broker may open a link to any other, so that is
-the smallest of the default latency and every link's); Ray hosts exchange their batches
-directly between windows, without the coordinator.
+anywhere. Within a chunk, several hosts run conservative windows: each ends at the earliest
+time any broker could send a message (a pending completion, or a pending arrival plus the
+cost profile's smallest service time) plus the lookahead, the smallest latency a cross-host
+message can have: that of the overlay links between hosts and, when the protocol stack
+opens links of its own (any broker to any other), the default latency. Ray hosts exchange
+their batches directly between windows, without the coordinator.
 """
 from __future__ import annotations
 
@@ -20,11 +22,12 @@ from pathlib import Path
 
 import networkx as nx
 
+from protocols.stack import broker_class
 from workloads.trace import Injection
 
 from .costs import CostModel
 from .engine import Settings
-from .host import BrokerHost, HostSpec, Status, next_window_start
+from .host import BrokerHost, HostSpec, Status, next_window_start, window_end
 from .partition import partition
 from .results import write_manifest, write_table
 
@@ -71,7 +74,7 @@ def run(spec: RunSpec, run_dir: Path, address: str | None = None, progress: bool
         placement = partition(spec.graph, max(hosts, 1))
         _write_static_tables(run_dir, spec.graph, placement)
         transport = _transport(spec, run_dir, hosts, placement, address)
-        end_us, statuses = _drive(spec, transport, _window(spec, hosts), started, progress)
+        end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), started, progress)
         arrivals = sum(s.arrivals for s in statuses)
         manifest.update(status="complete", sim_end_us=end_us, events=arrivals)
     except BaseException as exc:
@@ -95,11 +98,16 @@ def _host_count(spec: RunSpec, address: str | None) -> int:
     return min(int(spec.hosts), brokers)
 
 
-def _window(spec: RunSpec, hosts: int) -> int:
-    if hosts <= 1:
+def _lookahead(spec: RunSpec, hosts: int, placement: dict[str, int]) -> int:
+    """The smallest latency a message between two hosts can have: that of the overlay links
+    the placement cuts, and the default latency of links a protocol opens (when its stack
+    opens any)."""
+    graph = spec.graph
+    latencies = [d["latency_us"] for a, b, d in graph.edges(data=True) if placement[a] != placement[b]]
+    if broker_class(spec.protocol).opens_links:
+        latencies.append(spec.settings.default_latency)
+    if hosts <= 1 or not latencies:
         return spec.settings.sample_interval  # nothing crosses hosts: a window per chunk
-    latencies = [spec.settings.default_latency]
-    latencies += [d["latency_us"] for _, _, d in spec.graph.edges(data=True) if d.get("latency_us") is not None]
     return min(latencies)
 
 
@@ -152,10 +160,10 @@ class _LocalTransport:
         self.incoming = [[r[1 + d] for r in results if r[1 + d]] for d in range(len(self.hosts))]
         return [r[0] for r in results]
 
-    def run_chunk(self, start: float, stop: int, window: int) -> list[Status]:
-        statuses = self.status()
+    def run_chunk(self, statuses: list[Status], stop: int, lookahead: int) -> list[Status]:
+        start = next_window_start(statuses)
         while start < stop:
-            statuses = self.run_window(min(int(start) + window, stop))
+            statuses = self.run_window(int(min(window_end(statuses, lookahead), stop)))
             start = next_window_start(statuses)
         return statuses
 
@@ -176,8 +184,8 @@ class _RayTransport:
     def status(self) -> list[Status]:
         return self.ray.get([a.status.remote() for a in self.actors])
 
-    def run_chunk(self, start: float, stop: int, window: int) -> list[Status]:
-        return self.ray.get([a.run_chunk.remote(start, stop, window) for a in self.actors])
+    def run_chunk(self, statuses: list[Status], stop: int, lookahead: int) -> list[Status]:
+        return self.ray.get([a.run_chunk.remote(statuses, stop, lookahead) for a in self.actors])
 
     def finish(self, end: int) -> list[Status]:
         return self.ray.get([a.finish.remote(end) for a in self.actors])
@@ -210,7 +218,7 @@ def _transport(spec: RunSpec, run_dir: Path, hosts: int, placement, address):
 # ---------------------------------------------------------------------- the window loop
 
 
-def _drive(spec: RunSpec, transport, window: int, started: float, progress: bool | None):
+def _drive(spec: RunSpec, transport, lookahead: int, started: float, progress: bool | None):
     end = spec.duration_us if spec.duration_us is not None else float("inf")
     chunk = spec.settings.sample_interval
     bar = _progress_bar(spec, progress)
@@ -220,7 +228,7 @@ def _drive(spec: RunSpec, transport, window: int, started: float, progress: bool
         if start >= end:
             break
         stop = min(int(start) + chunk, end)
-        statuses = transport.run_chunk(start, stop, window)
+        statuses = transport.run_chunk(statuses, stop, lookahead)
         if bar is not None:
             _update_bar(bar, stop, statuses, started)
     final = spec.duration_us if spec.duration_us is not None else max(s.last_event_t for s in statuses)

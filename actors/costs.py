@@ -38,6 +38,12 @@ class CostModel:
             plan = self._plans[kind] = (base, [(c, k) for c, k in sorted(coefficients.items()) if k])
         return plan
 
+    def min_service_us(self) -> int:
+        """A lower bound on any message's service time: the smallest base cost (coefficients
+        only add)."""
+        bases = list(self.base.values()) + [self.base.get("default", 0.0)]
+        return max(0, int(min(bases)))
+
     def service_us(self, kind: str, work: Work, units: int = 1) -> int:
         """``units`` > 1 for a batch of ``kind`` messages: each pays its base cost."""
         base, terms = self._plan(kind)

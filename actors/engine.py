@@ -108,6 +108,7 @@ class Engine:
         self.pending: dict[str, _Context] = {}  # per busy broker: its message's effects
         self.outbox: dict[int, list] = {}
         self.next_sample = settings.sample_interval
+        self.min_service = costs.min_service_us()
         self.last_event_t = 0
         self.arrivals = 0
 
@@ -132,6 +133,20 @@ class Engine:
         if any(broker.awaits_tick() for broker in self.brokers.values()):
             return self.next_sample
         return float("inf")
+
+    def earliest_output(self) -> float:
+        """The earliest time a broker here could send a message: a pending service completion,
+        a pending arrival's time plus the smallest service time, or a due sample (brokers
+        tick at samples, and a tick may send)."""
+        heap = self.heap
+        if not heap:
+            return self.next_time()
+        (t, rank, *_), _ = heap[0]
+        earliest = t + self.min_service if rank == ARRIVAL else t
+        for server in self.servers.values():
+            if server.busy_until is not None and server.busy_until < earliest:
+                earliest = server.busy_until
+        return min(earliest, self.next_sample)
 
     # ------------------------------------------------------------------ running
 

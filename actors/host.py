@@ -41,6 +41,7 @@ class HostSpec:
 class Status:
     next_time: float  # earliest pending local event
     next_outgoing: float  # earliest arrival among messages just sent to other hosts
+    next_output: float  # earliest time a broker here, or one receiving those messages, could send
     arrivals: int
     largest_queue: int
     last_event_t: int
@@ -49,6 +50,12 @@ class Status:
 def next_window_start(statuses: list[Status]) -> float:
     """The earliest pending event anywhere, counting messages still on their way between hosts."""
     return min(min(s.next_time, s.next_outgoing) for s in statuses)
+
+
+def window_end(statuses: list[Status], lookahead: int) -> float:
+    """Where the next window ends: no message sent from now on can reach another host before
+    the earliest output anywhere plus the smallest cross-host latency (``lookahead``)."""
+    return min(s.next_output for s in statuses) + lookahead
 
 
 class BrokerHost:
@@ -70,8 +77,9 @@ class BrokerHost:
         outbox = outbox or {}
         next_outgoing = min((a.key[0] for batch in outbox.values() for a in batch), default=float("inf"))
         engine = self.engine
+        next_output = min(engine.earliest_output(), next_outgoing + engine.min_service)
         return Status(
-            engine.next_time(), next_outgoing, engine.arrivals, engine.largest_queue(), engine.last_event_t,
+            engine.next_time(), next_outgoing, next_output, engine.arrivals, engine.largest_queue(), engine.last_event_t,
         )
 
     def run_window(self, until: int, *batches):
@@ -91,12 +99,13 @@ class BrokerHost:
             self.inbox.setdefault(window, {})[sender] = (batch, status)
             self.arrived.notify_all()
 
-    def run_chunk(self, start: float, stop: int, window: int) -> Status:
-        """Run windows from ``start`` until the next one would begin at or after ``stop``."""
+    def run_chunk(self, statuses: list[Status], stop: int, lookahead: int) -> Status:
+        """Run windows, starting from every host's ``statuses``, until the next one would begin
+        at or after ``stop``."""
         others = [h for h in range(self.spec.hosts) if h != self.spec.host]
-        status = self.status()
+        start = next_window_start(statuses)
         while start < stop:
-            status, *batches = self.run_window(min(int(start) + window, stop))
+            status, *batches = self.run_window(int(min(window_end(statuses, lookahead), stop)))
             number = self.window_number
             self.window_number += 1
             for host in others:

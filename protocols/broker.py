@@ -72,6 +72,10 @@ class Route:
 
 
 class Broker:
+    # True in a stack that opens links between brokers that are not overlay neighbours: the
+    # runtime then bounds cross-host latency by the default latency, not only the overlay's
+    opens_links = False
+
     def __init__(self, name: str, neighbors, settings: dict | None = None) -> None:
         self.name = name
         self.neighbors: list[str] = sorted(neighbors)

@@ -580,7 +580,8 @@ class FilterIndex:
     # ------------------------------------------------------------------ the query engine
 
     def _probe(self, probes, test: int, family: str, target: int | None):
-        """Slots (in slot order) answering the question, with their single-point flags."""
+        """Slots (in slot order) answering the question, with their re-check flags (OVERLAP:
+        single-point overlaps where residual conditions may empty them, unsatisfiable entries)."""
         segments, bounds, candidates = self._plan(probes, test, family, target)
         if not candidates:
             return np.zeros(0, np.int64), np.zeros(0, bool)
@@ -589,7 +590,7 @@ class FilterIndex:
         arena, rows = self._arena, self._rows
         found = kernels.query(
             test, target is None, arena.slots, arena.lo, arena.hi, arena.bits, segments,
-            rows.lines, rows.start, rows.length, bounds,
+            rows.lines, rows.start, rows.length, self._unsat, bounds,
             self._query_set, self._query_lo, self._query_hi, self._query_bits, found_slots, found_flags,
         )
         return found_slots[:found], found_flags[:found]
@@ -745,7 +746,7 @@ class FilterIndex:
         if unsatisfiable(sub):
             return np.zeros(0, np.int64)
         slots, points = self._probe(self._query_bounds(sub), kernels.OVERLAP, "match", len(sub.constraints))
-        return self._exact(slots, points | self._unsat[slots], lambda slot: _overlaps_hold(self._filters[slot], sub))
+        return self._exact(slots, points, lambda slot: _overlaps_hold(self._filters[slot], sub))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
         """Keys of the entries (subscriptions) that advertisement ``adv`` intersects."""
@@ -754,7 +755,7 @@ class FilterIndex:
     def intersected_by_slots(self, adv: Filter) -> np.ndarray:
         """Slots of the entries that ``adv`` intersects, in slot order."""
         slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "match", None)
-        recheck = True if unsatisfiable(adv) else points | self._unsat[slots]
+        recheck = True if unsatisfiable(adv) else points
         return self._exact(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot]))
 
     def keys_of(self, slots: np.ndarray) -> list[Key]:

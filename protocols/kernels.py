@@ -78,7 +78,7 @@ def _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, n_
 
 
 @njit(cache=True, nogil=True)
-def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_len, bounds,
+def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_len, unsat, bounds,
           query_set, query_lo, query_hi, query_bits, out_slots, out_flags):
     """Probe the segments, verify candidates; returns how many slots were written to ``out_slots``,
     in slot order.
@@ -87,7 +87,8 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
     bound it is tested against; ``bounds`` rows are (attribute id, lo, hi, bits) of the query's
     attributes; ``query_*`` are scratch arrays indexed by attribute id (``query_set`` all zero
     between calls). For OVERLAP, ``out_flags`` marks single-point overlaps where a cell or the
-    query has residual conditions: only those need the scalar oracle.
+    query has residual conditions, and unsatisfiable entries (``unsat``): only those need the
+    scalar oracle.
     """
     for k in range(len(bounds)):
         a = int(bounds[k, 0])
@@ -106,7 +107,7 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
             ok, flag = _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, len(bounds))
             if ok:
                 out_slots[found] = s
-                out_flags[found] = flag
+                out_flags[found] = flag or (test == OVERLAP and unsat[s])
                 found += 1
     for k in range(len(bounds)):
         query_set[int(bounds[k, 0])] = 0
@@ -180,3 +181,32 @@ def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, re
             out_groups[groups] = g
             groups += 1
     return found, checks, groups, local
+
+
+@njit(cache=True, nogil=True)
+def count_toward(slots, toward, routed, group, hop, delta, out):
+    """Add ``delta`` (+1: an advertisement from neighbour ``hop`` arrived, -1: withdrawn) to
+    ``toward[slot, hop]`` of each slot; write to ``out`` the slots whose routing toward ``hop``
+    changes (+1: not routed there and not from there; -1: routed there and now uncounted);
+    returns how many."""
+    changed = 0
+    for s in slots:
+        count = toward[s, hop] + delta
+        toward[s, hop] = count
+        if delta > 0:
+            if not routed[s, hop] and group[s] != hop:
+                out[changed] = s
+                changed += 1
+        elif count == 0 and routed[s, hop]:
+            out[changed] = s
+            changed += 1
+    return changed
+
+
+@njit(cache=True, nogil=True)
+def group_counts(slots, group, counts):
+    """``counts[g]``: how many of ``slots`` are in group g >= 0 (``counts`` zeroed by the caller)."""
+    for s in slots:
+        g = group[s]
+        if g >= 0:
+            counts[g] += 1

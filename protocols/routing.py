@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import kernels
 from .index import FilterIndex, Key, Match, Work
 from .language import Filter, Publication
 
@@ -81,18 +82,21 @@ class RoutingTable(FilterIndex):
         """An advertisement arrived from ``hop``: count it toward ``hop`` for every entry it
         intersects; the slots that become routable there (not routed there yet, and not from
         there), in slot order."""
-        slots = self.intersected_by_slots(adv)
-        self.toward[slots, hop] += 1
-        return slots[~self.routed[slots, hop] & (self._group[slots] != hop)]
+        return self._count_toward(self.intersected_by_slots(adv), hop, 1)
 
     def unadvertised(self, adv: Filter, hop: int) -> np.ndarray:
         """An advertisement from ``hop`` was withdrawn: uncount it; the slots routed toward
         ``hop`` that no advertisement from there intersects any more, in slot order."""
-        slots = self.intersected_by_slots(adv)
-        self.toward[slots, hop] -= 1
-        return slots[(self.toward[slots, hop] == 0) & self.routed[slots, hop]]
+        return self._count_toward(self.intersected_by_slots(adv), hop, -1)
+
+    def _count_toward(self, slots: np.ndarray, hop: int, delta: int) -> np.ndarray:
+        if not len(slots):
+            return slots
+        changed = np.empty(len(slots), np.int64)
+        return changed[: kernels.count_toward(slots, self.toward, self.routed, self._group, hop, delta, changed)]
 
     def hop_counts(self, sub: Filter) -> np.ndarray:
         """Per neighbour index, the entries (advertisements) from there that ``sub`` intersects."""
-        hops = self._group[self.intersecting_slots(sub)]
-        return np.bincount(hops[hops >= 0], minlength=len(self.neighbors)).astype(np.int32)
+        counts = np.zeros(len(self.neighbors), np.int32)
+        kernels.group_counts(self.intersecting_slots(sub), self._group, counts)
+        return counts

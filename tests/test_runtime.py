@@ -224,3 +224,48 @@ def test_a_run_stopped_by_sigterm_is_recorded_as_failed(tmp_path):
     assert "run stopped by SIGTERM" in stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "SIGTERM" in manifest["error"]
+
+
+def test_hosts_split_at_long_links_where_latencies_differ():
+    import networkx as nx
+
+    from actors.partition import cut_links
+
+    graph = nx.Graph()
+    for region in "ab":
+        for leaf in range(4):
+            graph.add_edge(f"{region}-hub", f"{region}{leaf}", latency_us=1_000)
+    graph.add_edge("a-hub", "b-hub", latency_us=40_000)
+    placement = partition(graph, 2)
+    assert {placement[n] for n in graph if n.startswith("a")} != {placement[n] for n in graph if n.startswith("b")}
+    assert cut_links(graph, placement) == 1
+    nx.set_edge_attributes(graph, 1_000, "latency_us")  # all alike: depth-first chunks, as before
+    assert partition(graph, 2) == {n: 0 if n in {"a-hub", "a0", "a1", "a2", "a3"} else 1 for n in graph}
+
+
+def test_windows_reach_past_the_smallest_service_time(write_scenario, tmp_path):
+    """Two hosts with 1 ms between them, services of at least 4 ms: a window ends at the
+    earliest possible output plus 1 ms, so far fewer windows than one per busy millisecond,
+    and the same results as one host."""
+    from actors import coordinator
+
+    scenario = small_scenario(runtime={"hosts": 0, "costs": {"base": {"default": 4000}}}, duration="6s")
+    spec = resolve(write_scenario(scenario))
+    windows = {}
+    for min_service in (None, 0):
+        run_dir = tmp_path / f"two-hosts-{min_service}"
+        run_dir.mkdir()
+        transport = _LocalTransport(host_specs(spec, run_dir, 2, partition(spec.graph, 2)))
+        if min_service is not None:  # the bound without service times: earliest event + 1 ms
+            for host in transport.hosts:
+                host.engine.min_service = min_service
+        calls = windows[min_service] = []
+        run_window = transport.run_window
+        transport.run_window = lambda until: calls.append(until) or run_window(until)
+        coordinator._drive(spec, transport, coordinator._lookahead(spec, 2, partition(spec.graph, 2)), 0.0, False)
+    assert len(windows[None]) < 0.6 * len(windows[0])  # 601 against 1,078 when written
+    one_host = tmp_path / "one-host"
+    run(spec, one_host, progress=False)
+    for table in ("deliveries", "messages", "samples", "events"):
+        assert sorted_rows(tmp_path / "two-hosts-None", table) == sorted_rows(one_host, table), table
+        assert sorted_rows(tmp_path / "two-hosts-0", table) == sorted_rows(one_host, table), table
