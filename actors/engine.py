@@ -42,6 +42,9 @@ class Arrival:
 class Server:
     """A broker's mailbox and server state."""
 
+    name: str
+    index: int  # the broker's index: its place in the total order of events
+    broker: Broker
     queue: deque = field(default_factory=deque)
     blocked: list = field(default_factory=list)  # heap of (key, Arrival) waiting on their links
     busy_until: int | None = None
@@ -49,6 +52,8 @@ class Server:
     busy_done: int = 0  # total service time of completed messages
     busy_sampled: int = 0  # busy total at the previous sample
     send_seq: int = 0
+    in_service: "_Context | None" = None  # the effects of the message in service
+    links: dict = field(default_factory=dict)  # destination -> (latency, index, host), as used
 
 
 class _Context:
@@ -103,9 +108,8 @@ class Engine:
         self.costs = costs
         self.settings = settings
         self.writer = writer
-        self.servers = {name: Server() for name in sorted(brokers)}
+        self.servers = {name: Server(name, index_of[name], brokers[name]) for name in sorted(brokers)}
         self.heap: list = []
-        self.pending: dict[str, _Context] = {}  # per busy broker: its message's effects
         self.outbox: dict[int, list] = {}
         self.next_sample = settings.sample_interval
         self.min_service = costs.min_service_us()
@@ -159,8 +163,8 @@ class Engine:
             if t >= self.next_sample:
                 self._sample_until(t)
             self.last_event_t = t
-            if key[1] == COMPLETION:
-                self._complete(item, t)
+            if key[1] == COMPLETION:  # the item is the Server
+                self._serve(self._end_service(item, t), item, t)
             else:
                 self._arrive(item, t)
         self._sample_until(until)
@@ -187,47 +191,41 @@ class Engine:
         while arrival is not None:
             end = self._start(arrival, server, t)
             if end > t:
-                key = (end, COMPLETION, self.index_of[arrival.broker], 0, 0)
-                heapq.heappush(self.heap, (key, arrival.broker))
+                heapq.heappush(self.heap, ((end, COMPLETION, server.index, 0, 0), server))
                 return
-            arrival = self._end_service(arrival.broker, server, t)
+            arrival = self._end_service(server, t)
 
     def _start(self, arrival: Arrival, server: Server, t: int) -> int:
-        """Handle ``arrival`` at ``t``; its effects wait in ``pending`` until its service ends
-        (returned)."""
-        broker = self.brokers[arrival.broker]
+        """Handle ``arrival`` at ``t``; its effects wait in the server's ``in_service`` until
+        its service ends (returned)."""
+        broker = server.broker
         message = arrival.message
-        context = _Context(t, len(server.queue) + len(server.blocked))
+        context = server.in_service = _Context(t, len(server.queue) + len(server.blocked))
         broker.work.reset()
         broker.handle(message, arrival.sender, context)
-        if message.kind.endswith("_batch"):  # processed item by item: charged as the items would be
+        if message.items and message.kind.endswith("_batch"):  # charged as its items would be
             service = self.costs.service_us(message.kind.removesuffix("_batch"), broker.work, len(message.items))
         else:
             service = self.costs.service_us(message.kind, broker.work)
         end = t + service
         server.busy_until, server.busy_since = end, t
-        self.pending[arrival.broker] = context
         self._record_message(arrival, t, end, len(context.sends), dropped=False)
         for kind, detail in context.events:
-            self._record_event(t, arrival.broker, kind, detail)
+            self._record_event(t, server.name, kind, detail)
         return end
 
-    def _complete(self, name: str, t: int) -> None:
-        server = self.servers[name]
-        self._serve(self._end_service(name, server, t), server, t)
-
-    def _end_service(self, name: str, server: Server, t: int) -> Arrival | None:
-        """Apply the effects of ``name``'s message in service; returns the next one to serve."""
+    def _end_service(self, server: Server, t: int) -> Arrival | None:
+        """Apply the effects of the server's message in service; returns the next one to serve."""
         server.busy_done += t - server.busy_since
         server.busy_until = None
-        done = self.pending.pop(name)
-        if self.writer:
+        done, server.in_service = server.in_service, None
+        name = server.name
+        if self.writer and done.deliveries:
+            append = self.writer.append
             for publication, sub_id, client in done.deliveries:
-                self.writer.append(
-                    "deliveries", publication.id, sub_id, client, name, publication.t_pub, t, publication.hops
-                )
+                append("deliveries", publication.id, sub_id, client, name, publication.t_pub, t, publication.hops)
         for destination, message in done.sends:
-            self._send(name, server, destination, message, t)
+            self._send(server, destination, message, t)
         following = None
         if server.queue:
             following = server.queue.popleft()
@@ -237,12 +235,15 @@ class Engine:
             server.queue.append(heapq.heappop(server.blocked)[1])
         return following
 
-    def _send(self, sender: str, server: Server, destination: str, message: Message, t: int) -> None:
-        latency = self.latency.get((sender, destination), self.settings.default_latency)
-        key = (t + latency, ARRIVAL, self.index_of[destination], self.index_of[sender], server.send_seq)
+    def _send(self, server: Server, destination: str, message: Message, t: int) -> None:
+        link = server.links.get(destination)
+        if link is None:
+            latency = self.latency.get((server.name, destination), self.settings.default_latency)
+            link = server.links[destination] = (latency, self.index_of[destination], self.host_of[destination])
+        latency, index, host = link
+        key = (t + latency, ARRIVAL, index, server.index, server.send_seq)
         server.send_seq += 1
-        arrival = Arrival(key, destination, sender, message)
-        host = self.host_of[destination]
+        arrival = Arrival(key, destination, server.name, message)
         if host == self.host:
             heapq.heappush(self.heap, (key, arrival))
         else:
@@ -275,7 +276,7 @@ class Engine:
     def sample(self, t: int) -> None:
         for name, server in self.servers.items():
             busy = server.busy_done + (min(t, server.busy_until) - server.busy_since if server.busy_until else 0)
-            broker = self.brokers[name]
+            broker = server.broker
             queue_len = len(server.queue) + len(server.blocked)
             if self.writer:
                 extras = broker.protocol_samples()
@@ -287,7 +288,7 @@ class Engine:
             context = _Context(t, queue_len)
             broker.tick(context)
             for destination, message in context.sends:
-                self._send(name, server, destination, message, t)
+                self._send(server, destination, message, t)
 
     def finish(self, end: int) -> None:
         """Close the run at ``end``: the last samples, and rows for messages still waiting."""

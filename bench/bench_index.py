@@ -1,7 +1,11 @@
-"""Index benchmark (issue 2): match and covering queries against 1k, 10k and 100k SIENA-style
-subscriptions, insert/remove cost, and the naive loop over the scalar oracle for comparison.
+"""Index benchmark (issues 2 and 12): match and covering queries against 1k, 10k and 100k
+SIENA-style subscriptions, insert/remove cost, and the naive loop over the scalar oracle for
+comparison; with ``--table covering-degree``, covering and covered-by queries on the burst
+workload's table (every entry ``[class,eq,'STOCK'],[price,>=,lo],[price,<,hi]``: roots over
+disjoint ranges, each covering ``degree`` disjoint narrower ones).
 
     python bench/bench_index.py [--sizes 1000,10000,100000] [--queries 200] [--rounds 3]
+    python bench/bench_index.py --table covering-degree [--sizes 10000,100000,1000000]
 
 Prints one row per table size (each indexed figure the best of ``--rounds`` fresh tables: the
 median call of the best round); figures go to bench/RESULTS.md with date and machine.
@@ -34,7 +38,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3, help="best of this many rounds (the VM is noisy)")
+    parser.add_argument("--table", choices=("siena", "covering-degree"), default="siena")
     args = parser.parse_args()
+    if args.table == "covering-degree":
+        covering_degree_table(args)
+        return
     language, rng = SienaVocabulary(), rng_for(0, "bench_index")
     print(f"{'entries':>8} {'match us':>9} {'naive match us':>15} {'cover us':>9} {'naive cover us':>15} "
           f"{'normalise us':>13} {'insert us':>10} {'remove us':>10} {'matches/pub':>12}")
@@ -71,6 +79,37 @@ def one_round(filters, pubs, probes) -> tuple[float, float, float, float, float]
         index.remove(key)
     remove = (time.perf_counter() - started) * 1e6 / removed
     return insert, match_us, cover_us, remove, hits
+
+
+def covering_degree_filters(size: int, degree: int = 30) -> list:
+    """The burst workload's subscriptions, roots and children interleaved as subscribers issue them."""
+    roots, width, step = size // (degree + 1), 100.0, 100.0 / degree
+    texts = []
+    for i in range(roots):
+        texts.append(f"[class,eq,'STOCK'],[price,>=,{i * width:g}],[price,<,{(i + 1) * width:g}]")
+        texts += [f"[class,eq,'STOCK'],[price,>=,{i * width + j * step:g}],[price,<,{i * width + (j + 1) * step:g}]"
+                  for j in range(degree)]
+    return [parse_filter(t) for t in texts]
+
+
+def covering_degree_table(args) -> None:
+    rng = rng_for(0, "bench_index/covering-degree")
+    print(f"{'entries':>8} {'covering us':>12} {'covered-by us':>14} {'insert us':>10} {'answers':>8}")
+    for size in [int(s) for s in args.sizes.split(",")]:
+        filters = covering_degree_filters(size)
+        probes = [filters[rng.randrange(len(filters))] for _ in range(args.queries)]
+        best = None
+        for _ in range(args.rounds):
+            index = FilterIndex()
+            started = time.perf_counter()
+            for key, f in enumerate(filters):
+                index.add(key, f)
+            insert = (time.perf_counter() - started) * 1e6 / len(filters)
+            row = (timed([lambda f=f: index.covering(f) for f in probes]),
+                   timed([lambda f=f: index.covered_by(f) for f in probes]), insert)
+            best = row if best is None else tuple(map(min, best, row))
+        answers = statistics.mean(len(index.covering(f)) + len(index.covered_by(f)) for f in probes)
+        print(f"{len(filters):>8} {best[0]:>12.1f} {best[1]:>14.1f} {best[2]:>10.1f} {answers:>8.1f}", flush=True)
 
 
 if __name__ == "__main__":
