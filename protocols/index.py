@@ -6,10 +6,12 @@ bounds as float64 (numbers as themselves, strings as order-preserving codes from
 Every entry also keeps all its cells together in a row. A query probes few column cells
 for candidates and checks each candidate's row (the numba kernel of protocols/kernels.py):
 matching a publication probes one access cell per entry (in the bucket of the entry's least
-common equality value, else of its least common attribute), so its cost follows the
+common selective equality value, else in its least common place), so its cost follows the
 candidates, not the table size (see ``FilterIndex``).
 Conditions that are not intervals (excluded values, postfixes, substrings) and unsatisfiable
-filters are residual: candidates carrying them are re-checked with the scalar oracle of
+filters are residual: matching checks them in the kernel (numeric exclusions by value,
+string conditions decided once per publication); other questions re-check the candidates
+carrying them with the scalar oracle of
 protocols/language.py, so every answer equals the oracle's exactly. The index counts work
 in a ``Work`` record, defined by what a counting matcher would compare, so that the
 runtime's cost model, which turns it into virtual time, does not change with this index's
@@ -290,23 +292,25 @@ class _Place:
     """Where the cells of one (attribute, type), or of one equality value of it, go: a column
     for the entries' access cells (see ``FilterIndex``) and one for their other cells."""
 
-    __slots__ = ("access", "others", "size")
+    __slots__ = ("access", "others", "size", "attribute")
 
-    def __init__(self) -> None:
+    def __init__(self, attribute: "_Attribute") -> None:
         self.access = _Column(self)
         self.others = _Column(self)
         self.size = 0  # cells in both columns
+        self.attribute = attribute
 
 
 class _Attribute:
     """The places of one (attribute, type): its interval cells, and a bucket of equality cells
     per value."""
 
-    __slots__ = ("id", "interval", "buckets", "values")
+    __slots__ = ("id", "interval", "buckets", "values", "cells")
 
     def __init__(self, attr_id: int) -> None:
         self.id = attr_id
-        self.interval = _Place()
+        self.cells = 0  # in all its places
+        self.interval = _Place(self)
         self.buckets: dict[object, _Place] = {}
         self.values: list = []  # the buckets' values, sorted
 
@@ -316,7 +320,7 @@ class _Attribute:
             return self.interval
         bucket = self.buckets.get(point)
         if bucket is None:
-            bucket = self.buckets[point] = _Place()
+            bucket = self.buckets[point] = _Place(self)
             bisect.insort(self.values, point)
         return bucket
 
@@ -357,7 +361,9 @@ class FilterIndex:
 
     Every entry has one cell per constrained attribute, in the place of that attribute (or of
     its equality value there), and the same cells in its row. One of its cells is its access
-    cell: the one of its least common equality value, else of its least common attribute.
+    cell: the one in the smallest bucket of its equality values that holds under half of its
+    attribute's cells (a value nearly every entry shares, like a class, selects nothing),
+    else the one in its smallest place.
     Questions an entry answers only if all its attributes pass (matching, covering,
     intersected-by) probe access cells; questions every attribute of the query must pass
     (covered-by, intersecting) probe every cell of the query's least common attribute. Either
@@ -429,9 +435,10 @@ class FilterIndex:
             point = c.point
             place = attribute.place(point)
             places.append(place)
-            # the access cell: the smallest bucket of the entry's equality values if it has
-            # any, else its smallest place (the cells a probe is least likely to reach)
-            place_rank = (point is None, place.size)
+            # the access cell: the smallest selective bucket of the entry's equality values
+            # (one holding under half of its attribute's cells) if it has any, else its
+            # smallest place: the cells a probe is least likely to pass
+            place_rank = (point is None or 2 * place.size >= attribute.cells, place.size)
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank
             lo, lo_open, hi, hi_open = self._bounds(c)
@@ -503,7 +510,9 @@ class FilterIndex:
         arena.slots[i], arena.lo[i], arena.hi[i], arena.bits[i] = slot, lo, hi, bits
         column.position[slot] = column.size
         column.size += 1
-        column.place.size += 1
+        place = column.place
+        place.size += 1
+        place.attribute.cells += 1
 
     def _remove(self, column: _Column, slot: int) -> None:
         offset = column.position.pop(slot)
@@ -515,7 +524,9 @@ class FilterIndex:
             arena.lo[i], arena.hi[i], arena.bits[i] = arena.lo[j], arena.hi[j], arena.bits[j]
             column.position[int(moved)] = offset
         column.size = last
-        column.place.size -= 1
+        place = column.place
+        place.size -= 1
+        place.attribute.cells -= 1
 
     def _relocate(self, column: _Column) -> None:
         """Give a full column twice the room at the arena's end."""

@@ -94,27 +94,28 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
         a = int(bounds[k, 0])
         query_set[a] = 1
         query_lo[a], query_hi[a], query_bits[a] = bounds[k, 1], bounds[k, 2], int(bounds[k, 3])
-    found = 0
+    candidates = 0  # those passing their probed cell, then verified in slot order (see ``match``)
     for p in range(len(segments)):
         start, size = int(segments[p, 0]), int(segments[p, 1])
         seg_lo, seg_hi, seg_bits = segments[p, 2], segments[p, 3], int(segments[p, 4])
         for i in range(start, start + size):
             ok, _ = _passes(test, lo[i], hi[i], bits[i], seg_lo, seg_hi, seg_bits)
-            if not ok:
-                continue
-            s = slots[i]
-            row = rows[row_start[s] : row_start[s] + row_len[s]]
-            ok, flag = _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, len(bounds))
             if ok:
-                out_slots[found] = s
-                out_flags[found] = flag or (test == OVERLAP and unsat[s])
-                found += 1
+                out_slots[candidates] = slots[i]
+                candidates += 1
+    if candidates > 1:  # columns keep no order (removal moves their last cell)
+        out_slots[:candidates] = np.sort(out_slots[:candidates])
+    found = 0
+    for c in range(candidates):
+        s = out_slots[c]
+        row = rows[row_start[s] : row_start[s] + row_len[s]]
+        ok, flag = _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, len(bounds))
+        if ok:
+            out_slots[found] = s
+            out_flags[found] = flag or (test == OVERLAP and unsat[s])
+            found += 1
     for k in range(len(bounds)):
         query_set[int(bounds[k, 0])] = 0
-    if found > 1:  # into slot order (columns keep no order: removal moves their last cell)
-        order = np.argsort(out_slots[:found], kind="mergesort")
-        out_slots[:found] = out_slots[:found][order]
-        out_flags[:found] = out_flags[:found][order]
     return found
 
 
@@ -133,39 +134,44 @@ def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, re
         a = int(bounds[k, 0])
         query_set[a] = 1
         query_lo[a], query_hi[a], query_bits[a] = bounds[k, 1], bounds[k, 2], int(bounds[k, 3])
-    found = 0
-    checks = 0
+    # the candidates first, then their rows in slot order: rows lie in slot order, so a
+    # table the caches lost is read ahead instead of at random
+    candidates = 0
     for p in range(len(segments)):
         start, size = int(segments[p, 0]), int(segments[p, 1])
         value = segments[p, 2]
         for i in range(start, start + size):
             ok, _ = _passes(POINT, lo[i], hi[i], bits[i], value, value, 0)
-            if not ok:
-                continue
-            s = slots[i]
-            row = rows[row_start[s] : row_start[s] + row_len[s]]
-            ok, _ = _verify(POINT, True, row, query_set, query_lo, query_hi, query_bits, len(bounds))
-            if not ok:
-                continue
-            if residual_len[s]:
-                checks += 1
-                r = residual_start[s]
-                for j in range(r, r + residual_len[s]):
-                    kind = int(residuals[j, 1])
-                    if kind == EXCLUDED:
-                        ok = query_lo[int(residuals[j, 0])] != residuals[j, 2]
-                    else:
-                        ok = condition_true[int(residuals[j, 2])] != 0
-                    if not ok:
-                        break
+            if ok:
+                out_slots[candidates] = slots[i]
+                candidates += 1
+    if candidates > 1:
+        out_slots[:candidates] = np.sort(out_slots[:candidates])
+    found = 0
+    checks = 0
+    for c in range(candidates):
+        s = out_slots[c]
+        row = rows[row_start[s] : row_start[s] + row_len[s]]
+        ok, _ = _verify(POINT, True, row, query_set, query_lo, query_hi, query_bits, len(bounds))
+        if not ok:
+            continue
+        if residual_len[s]:
+            checks += 1
+            r = residual_start[s]
+            for j in range(r, r + residual_len[s]):
+                kind = int(residuals[j, 1])
+                if kind == EXCLUDED:
+                    ok = query_lo[int(residuals[j, 0])] != residuals[j, 2]
+                else:
+                    ok = condition_true[int(residuals[j, 2])] != 0
                 if not ok:
-                    continue
-            out_slots[found] = s
-            found += 1
+                    break
+            if not ok:
+                continue
+        out_slots[found] = s
+        found += 1
     for k in range(len(bounds)):
         query_set[int(bounds[k, 0])] = 0
-    if found > 1:
-        out_slots[:found] = np.sort(out_slots[:found])
     local = 0
     for f in range(found):
         g = group[out_slots[f]]
