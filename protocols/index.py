@@ -167,7 +167,7 @@ class _Lines:
     """Per slot, a run of lines (3 floats each) in one growing store, a slot's lines together:
     the kernel reads ``lines[start[slot] : start[slot] + length[slot]]`` from one or two cache
     lines. Rows of cells are (lo, hi, attribute id * 8 + bits); residual lines are
-    (attribute id, kind, code or condition id)."""
+    (attribute id, kind, excluded number or condition id)."""
 
     def __init__(self, capacity: int = 64) -> None:
         self.flat = np.zeros(3 * capacity)
@@ -363,10 +363,11 @@ class FilterIndex:
     its equality value there), and the same cells in its row. One of its cells is its access
     cell: the one in the smallest bucket of its equality values that holds under half of its
     attribute's cells (a value nearly every entry shares, like a class, selects nothing),
-    else the one in its smallest place.
+    else the one in its smallest interval place, else in its smallest bucket.
     Questions an entry answers only if all its attributes pass (matching, covering,
     intersected-by) probe access cells; questions every attribute of the query must pass
-    (covered-by, intersecting) probe every cell of the query's least common attribute. Either
+    (covered-by, intersecting) probe every cell of the query's least common attribute (see
+    ``_query_side_rank``). Either
     way the candidates are then checked against their rows.
 
     Queries return keys in slot order, which depends only on the table's history, so results
@@ -380,7 +381,7 @@ class FilterIndex:
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         self._arena = _Arena()
         self._rows = _Lines()
-        self._residual_lines = _Lines()  # per slot: its excluded values and string conditions
+        self._residual_lines = _Lines()  # per slot: its excluded numbers and string conditions
         self._conditions = _Conditions()
         self._keys = np.empty(8, object)  # per slot (an object array: fast to gather)
         self._slots = 0  # slots ever used
@@ -390,10 +391,11 @@ class FilterIndex:
         self._slot_of: dict[Key, int] = {}
         self._free: list[int] = []
         self._unsat_slots: set[int] = set()
-        self._group = np.full(8, NO_GROUP, np.int32)  # per slot: see ``set_group``
+        self._group = np.full(8, NO_GROUP, np.int32)  # per slot: its group in ``match`` (a routing table's last hop)
         self._group_seen = np.zeros(0, np.uint8)  # scratch per group (a routing table sizes it)
         self._residual = np.zeros(8, bool)  # per slot: has residual constraints (an array, for the queries)
         self._unsat = np.zeros(8, bool)
+        self._slot_marks = np.zeros(8, np.uint8)  # scratch for the kernels, all zero between calls
         # per attribute id: the query's bounds during a kernel call (_query_set is zero between calls)
         self._query_set = np.zeros(8, np.uint8)
         self._query_lo = np.zeros(8)
@@ -437,8 +439,9 @@ class FilterIndex:
             places.append(place)
             # the access cell: the smallest selective bucket of the entry's equality values
             # (one holding under half of its attribute's cells) if it has any, else its
-            # smallest place: the cells a probe is least likely to pass
-            place_rank = (point is None or 2 * place.size >= attribute.cells, place.size)
+            # smallest interval place, else its smallest bucket: the cells a probe is least
+            # likely to pass
+            place_rank = (point is None or 2 * place.size >= attribute.cells, point is not None, place.size)
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank
             lo, lo_open, hi, hi_open = self._bounds(c)
@@ -485,7 +488,7 @@ class FilterIndex:
 
     def _grow_slot_arrays(self, size: int) -> None:
         """Room for ``size`` slots in every per-slot array (subclasses add theirs)."""
-        for name in ("_keys", "_residual", "_unsat"):
+        for name in ("_keys", "_residual", "_unsat", "_slot_marks"):
             old = getattr(self, name)
             setattr(self, name, _grown(old, size, len(old)))
         self._group = np.concatenate([self._group, np.full(size - len(self._group), NO_GROUP, np.int32)])
@@ -602,7 +605,8 @@ class FilterIndex:
         found = kernels.query(
             test, target is None, arena.slots, arena.lo, arena.hi, arena.bits, segments,
             rows.lines, rows.start, rows.length, self._unsat, bounds,
-            self._query_set, self._query_lo, self._query_hi, self._query_bits, found_slots, found_flags,
+            self._query_set, self._query_lo, self._query_hi, self._query_bits, self._slot_marks,
+            found_slots, found_flags,
         )
         return found_slots[:found], found_flags[:found]
 
@@ -633,17 +637,17 @@ class FilterIndex:
                 flags = 0
             places, size = attribute.probed(test, query)
             cells += size
-            probed.append((size, places, low, high, flags))
+            probed.append((size, places, low, high, flags, attribute, query))
             bounds += (attribute.id, low, high, flags)
         self._count(family, cells)
         segments = []  # (start, size, lo, hi, bits) per probed column, flattened
         if target is None:
-            for _, places, low, high, flags in probed:
+            for _, places, low, high, flags, _, _ in probed:
                 for place in places:
                     if place.access.size:
                         segments += (place.access.start, place.access.size, low, high, flags)
         elif probed and not unknown:
-            _, places, low, high, flags = min(probed, key=lambda p: p[0])
+            _, places, low, high, flags, _, _ = min(probed, key=_query_side_rank)
             for place in places:
                 for column in (place.access, place.others):
                     if column.size:
@@ -714,7 +718,7 @@ class FilterIndex:
         )
         segments, bounds, candidates = self._plan(probes, kernels.POINT, "match", None)
         if not candidates:
-            return _NO_MATCH
+            return Match(np.zeros(0, np.int64), [], [])
         slots, local = np.empty(candidates, np.int64), np.empty(candidates, np.int64)
         groups = np.empty(len(self._group_seen), np.int64)
         arena, rows, residual_lines = self._arena, self._rows, self._residual_lines
@@ -722,7 +726,7 @@ class FilterIndex:
             arena.slots, arena.lo, arena.hi, arena.bits, segments, rows.lines, rows.start, rows.length,
             residual_lines.lines, residual_lines.start, residual_lines.length,
             self._conditions.evaluate(publication.items), bounds,
-            self._query_set, self._query_lo, self._query_hi, self._query_bits,
+            self._query_set, self._query_lo, self._query_hi, self._query_bits, self._slot_marks,
             self._group, exclude, self._group_seen, slots, groups, local,
         )
         self.work.residual_checks += checks
@@ -784,7 +788,13 @@ class Match(NamedTuple):
     local: list[int]
 
 
-_NO_MATCH = Match(np.zeros(0, np.int64), [], [])
+def _query_side_rank(probe: tuple) -> tuple:
+    """Which attribute a question every query attribute must pass probes: the one with the
+    fewest cells, but a bucket holding half of its attribute's cells (a value nearly every
+    entry shares, which they all pass) after any range."""
+    size, _, _, _, _, attribute, query = probe
+    bucket = attribute.buckets.get(query.point) if query.point is not None else None
+    return (bucket is not None and 2 * bucket.size >= attribute.cells, size)
 
 
 # The re-checks below finish what the kernel started: it found the intervals passing, so only

@@ -77,9 +77,30 @@ def _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, n_
     return entry_side or passed == n_query, flag
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _into_slot_order(out_slots, count, marks):
+    """Order the first ``count`` (distinct) slots of ``out_slots``: by a sweep over ``marks``
+    (scratch per slot, all zero between calls) when they are many of the table's, else by
+    sorting them (a sort of most of a big table would cost more than the sweep)."""
+    if 16 * count > len(marks):
+        first, last = len(marks), 0
+        for c in range(count):
+            s = out_slots[c]
+            marks[s] = 1
+            first, last = min(first, s), max(last, s)
+        c = 0
+        for s in range(first, last + 1):
+            if marks[s]:
+                marks[s] = 0
+                out_slots[c] = s
+                c += 1
+    elif count > 1:
+        out_slots[:count] = np.sort(out_slots[:count])
+
+
 @njit(cache=True, nogil=True)
 def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_len, unsat, bounds,
-          query_set, query_lo, query_hi, query_bits, out_slots, out_flags):
+          query_set, query_lo, query_hi, query_bits, marks, out_slots, out_flags):
     """Probe the segments, verify candidates; returns how many slots were written to ``out_slots``,
     in slot order.
 
@@ -103,8 +124,7 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
             if ok:
                 out_slots[candidates] = slots[i]
                 candidates += 1
-    if candidates > 1:  # columns keep no order (removal moves their last cell)
-        out_slots[:candidates] = np.sort(out_slots[:candidates])
+    _into_slot_order(out_slots, candidates, marks)  # columns keep no order (removal moves their last cell)
     found = 0
     for c in range(candidates):
         s = out_slots[c]
@@ -121,7 +141,7 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
 
 @njit(cache=True, nogil=True)
 def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, residual_start, residual_len,
-          condition_true, bounds, query_set, query_lo, query_hi, query_bits, group, exclude, group_seen,
+          condition_true, bounds, query_set, query_lo, query_hi, query_bits, marks, group, exclude, group_seen,
           out_slots, out_groups, out_local):
     """The entries matching a publication (``bounds``: one point per attribute), in slot order.
 
@@ -145,8 +165,7 @@ def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, re
             if ok:
                 out_slots[candidates] = slots[i]
                 candidates += 1
-    if candidates > 1:
-        out_slots[:candidates] = np.sort(out_slots[:candidates])
+    _into_slot_order(out_slots, candidates, marks)
     found = 0
     checks = 0
     for c in range(candidates):
