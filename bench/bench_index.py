@@ -84,12 +84,15 @@ def one_round(filters, pubs, probes) -> tuple[float, float, float, float, float]
 def covering_degree_filters(size: int, degree: int = 30) -> list:
     """The burst workload's subscriptions, roots and children interleaved as subscribers issue them."""
     roots, width, step = size // (degree + 1), 100.0, 100.0 / degree
-    texts = []
+
+    def range_filter(low: float, high: float) -> str:  # full precision: ranges must stay disjoint
+        return f"[class,eq,'STOCK'],[price,>=,{low!r}],[price,<,{high!r}]"
+
+    filters = []
     for i in range(roots):
-        texts.append(f"[class,eq,'STOCK'],[price,>=,{i * width:g}],[price,<,{(i + 1) * width:g}]")
-        texts += [f"[class,eq,'STOCK'],[price,>=,{i * width + j * step:g}],[price,<,{i * width + (j + 1) * step:g}]"
-                  for j in range(degree)]
-    return [parse_filter(t) for t in texts]
+        filters.append(range_filter(i * width, (i + 1) * width))
+        filters += [range_filter(i * width + j * step, i * width + (j + 1) * step) for j in range(degree)]
+    return [parse_filter(t) for t in filters]
 
 
 def covering_degree_table(args) -> None:
