@@ -148,7 +148,7 @@ def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, re
     Returns (matching entries, residual checks, groups, local entries): the first three
     counts fill ``out_slots``, ``out_groups`` (ascending) and ``out_local``. A residual check is
     an entry whose intervals hold and that has residual lines (what a scalar re-check costs).
-    ``group_seen`` is scratch indexed by group, all zero between calls.
+    ``group_seen`` (per group) and ``marks`` (per slot) are scratch, all zero between calls.
     """
     for k in range(len(bounds)):
         a = int(bounds[k, 0])
