@@ -98,6 +98,39 @@ def _into_slot_order(out_slots, count, marks):
         out_slots[:count] = np.sort(out_slots[:count])
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _load_bounds(bounds, query_set, query_lo, query_hi, query_bits):
+    """Set the scratch arrays, indexed by attribute id, to the query's ``bounds``."""
+    for k in range(len(bounds)):
+        a = int(bounds[k, 0])
+        query_set[a] = 1
+        query_lo[a], query_hi[a], query_bits[a] = bounds[k, 1], bounds[k, 2], int(bounds[k, 3])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _clear_bounds(bounds, query_set):
+    for k in range(len(bounds)):
+        query_set[int(bounds[k, 0])] = 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _candidates(test, slots, lo, hi, bits, segments, marks, out_slots):
+    """Write to ``out_slots``, in slot order, the slots whose probed cell passes its segment's
+    bound; returns how many. Their rows are verified afterwards, in that order: rows lie in
+    slot order, so a table the caches lost is read ahead instead of at random."""
+    candidates = 0
+    for p in range(len(segments)):
+        start, size = int(segments[p, 0]), int(segments[p, 1])
+        seg_lo, seg_hi, seg_bits = segments[p, 2], segments[p, 3], int(segments[p, 4])
+        for i in range(start, start + size):
+            ok, _ = _passes(test, lo[i], hi[i], bits[i], seg_lo, seg_hi, seg_bits)
+            if ok:
+                out_slots[candidates] = slots[i]
+                candidates += 1
+    _into_slot_order(out_slots, candidates, marks)  # columns keep no order (removal moves their last cell)
+    return candidates
+
+
 @njit(cache=True, nogil=True)
 def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_len, unsat, bounds,
           query_set, query_lo, query_hi, query_bits, marks, out_slots, out_flags):
@@ -111,20 +144,8 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
     query has residual conditions, and unsatisfiable entries (``unsat``): only those need the
     scalar oracle.
     """
-    for k in range(len(bounds)):
-        a = int(bounds[k, 0])
-        query_set[a] = 1
-        query_lo[a], query_hi[a], query_bits[a] = bounds[k, 1], bounds[k, 2], int(bounds[k, 3])
-    candidates = 0  # those passing their probed cell, then verified in slot order (see ``match``)
-    for p in range(len(segments)):
-        start, size = int(segments[p, 0]), int(segments[p, 1])
-        seg_lo, seg_hi, seg_bits = segments[p, 2], segments[p, 3], int(segments[p, 4])
-        for i in range(start, start + size):
-            ok, _ = _passes(test, lo[i], hi[i], bits[i], seg_lo, seg_hi, seg_bits)
-            if ok:
-                out_slots[candidates] = slots[i]
-                candidates += 1
-    _into_slot_order(out_slots, candidates, marks)  # columns keep no order (removal moves their last cell)
+    _load_bounds(bounds, query_set, query_lo, query_hi, query_bits)
+    candidates = _candidates(test, slots, lo, hi, bits, segments, marks, out_slots)
     found = 0
     for c in range(candidates):
         s = out_slots[c]
@@ -134,8 +155,7 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
             out_slots[found] = s
             out_flags[found] = flag or (test == OVERLAP and unsat[s])
             found += 1
-    for k in range(len(bounds)):
-        query_set[int(bounds[k, 0])] = 0
+    _clear_bounds(bounds, query_set)
     return found
 
 
@@ -150,22 +170,8 @@ def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, re
     an entry whose intervals hold and that has residual lines (what a scalar re-check costs).
     ``group_seen`` (per group) and ``marks`` (per slot) are scratch, all zero between calls.
     """
-    for k in range(len(bounds)):
-        a = int(bounds[k, 0])
-        query_set[a] = 1
-        query_lo[a], query_hi[a], query_bits[a] = bounds[k, 1], bounds[k, 2], int(bounds[k, 3])
-    # the candidates first, then their rows in slot order: rows lie in slot order, so a
-    # table the caches lost is read ahead instead of at random
-    candidates = 0
-    for p in range(len(segments)):
-        start, size = int(segments[p, 0]), int(segments[p, 1])
-        value = segments[p, 2]
-        for i in range(start, start + size):
-            ok, _ = _passes(POINT, lo[i], hi[i], bits[i], value, value, 0)
-            if ok:
-                out_slots[candidates] = slots[i]
-                candidates += 1
-    _into_slot_order(out_slots, candidates, marks)
+    _load_bounds(bounds, query_set, query_lo, query_hi, query_bits)
+    candidates = _candidates(POINT, slots, lo, hi, bits, segments, marks, out_slots)
     found = 0
     checks = 0
     for c in range(candidates):
@@ -189,8 +195,7 @@ def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, re
                 continue
         out_slots[found] = s
         found += 1
-    for k in range(len(bounds)):
-        query_set[int(bounds[k, 0])] = 0
+    _clear_bounds(bounds, query_set)
     local = 0
     for f in range(found):
         g = group[out_slots[f]]

@@ -6,8 +6,9 @@ PRT, subscriptions by last hop. Per slot of the index a table holds
 - ``toward[slot, n]``: how many advertisements from neighbour n intersect the entry (PRT);
 - ``routed[slot, n]``: whether the entry is routed toward neighbour n (PRT).
 Each question a broker asks of a table is answered by one kernel call of the index (and, for
-an advertisement, one more that updates the counts), and returns what the broker acts on (next hops, the entries whose routing
-changes), so the Python that follows is as long as the routing changes, not as the matches.
+an advertisement, one more that updates the counts), and returns what the broker acts on
+(next hops, the entries whose routing changes), so the Python that follows is as long as
+the routing changes, not as the matches.
 Neighbour indices follow the broker's sorted neighbour names, so ascending indices are name
 order.
 """
