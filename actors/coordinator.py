@@ -129,12 +129,13 @@ def host_specs(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, in
     latency = {}
     for a, b, data in graph.edges(data=True):
         latency[(a, b)] = latency[(b, a)] = data["latency_us"]
+    overlay = {n: sorted(graph.neighbors(n)) for n in sorted(graph)}
     specs = []
     for host in range(max(hosts, 1)):
         mine = sorted(n for n in graph if placement[n] == host)
         specs.append(HostSpec(
             host=host, hosts=max(hosts, 1), run_dir=str(run_dir),
-            neighbors={n: sorted(graph.neighbors(n)) for n in mine},
+            neighbors={n: overlay[n] for n in mine}, overlay=overlay,
             index_of=index_of, host_of=placement, latency=latency, costs=spec.costs.as_dict(),
             settings=spec.settings, protocol=spec.protocol,
             injections=[i for i in spec.injections if placement[i.broker] == host],

@@ -28,6 +28,7 @@ class HostSpec:
     hosts: int
     run_dir: str
     neighbors: dict[str, list[str]]  # this host's brokers -> their overlay neighbours
+    overlay: dict[str, list[str]]  # every broker -> its overlay neighbours
     index_of: dict[str, int]
     host_of: dict[str, int]
     latency: dict[tuple[str, str], int]
@@ -61,7 +62,7 @@ def window_end(statuses: list[Status], lookahead: int) -> float:
 class BrokerHost:
     def __init__(self, spec: HostSpec) -> None:
         self.spec = spec
-        brokers = {name: make_broker(name, neighbors, spec.protocol) for name, neighbors in spec.neighbors.items()}
+        brokers = {name: make_broker(name, neighbors, spec.protocol, spec.overlay) for name, neighbors in spec.neighbors.items()}
         self.writer = TableWriter(Path(spec.run_dir), spec.host)
         costs = CostModel(**spec.costs)
         self.engine = Engine(brokers, spec.index_of, spec.host_of, spec.host, spec.latency, costs, spec.settings, self.writer)

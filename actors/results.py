@@ -29,14 +29,15 @@ SCHEMAS = {
         ("t_us", pa.int64()), ("broker", pa.string()), ("queue_len", pa.int32()), ("prt_size", pa.int32()),
         ("srt_size", pa.int32()), ("busy_us", pa.int64()),
         # protocol columns (null where the protocol has none): pruning's preserved entries and
-        # the size of its statistics window at the subscribers' brokers
+        # the size of its statistics window at the subscribers' brokers; soft links held
         ("preserved", pa.int32()), ("window_entries", pa.int32()), ("window_bytes", pa.int64()),
+        ("soft_links", pa.int32()),
     ]),
     "events": pa.schema([("t_us", pa.int64()), ("broker", pa.string()), ("kind", pa.string()), ("detail", pa.string())]),
     "brokers": pa.schema([("broker", pa.string()), ("role", pa.string()), ("host", pa.int32())]),
     "links": pa.schema([("a", pa.string()), ("b", pa.string()), ("latency_us", pa.int64())]),
 }
-PROTOCOL_SAMPLE_COLUMNS = ("preserved", "window_entries", "window_bytes")
+PROTOCOL_SAMPLE_COLUMNS = ("preserved", "window_entries", "window_bytes", "soft_links")
 STREAMED = ("messages", "deliveries", "samples", "events")
 KEY_COLUMNS = {
     "messages": ["broker", "t_arrive_us", "sender", "kind", "msg_id"],

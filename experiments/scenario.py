@@ -19,6 +19,7 @@ from actors.costs import load_profile
 from actors.engine import Settings
 from protocols.errors import InputError
 from protocols.pruning import PruningSettings
+from protocols.softlinks import SoftLinkSettings
 from protocols.stack import MIXINS, PROTOCOL_KEYS
 from workloads import generators as workload_generators
 from workloads.trace import compile_trace, read_trace
@@ -43,7 +44,7 @@ DEFAULTS = {
     "duration": None,
     "topology": {"link": {"latency": "1ms"}},
     "protocol": {"check_conformance": True, **{key: next(iter(choices)) for key, choices in MIXINS.items()},
-                 "pruning": None},
+                 "pruning": None, "soft_links": None},
     "runtime": {"hosts": "auto", "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
                 "sample_interval": "1s"},
     "output": {"dir": "runs"},
@@ -181,6 +182,7 @@ def validate(raw: dict, path: Path) -> dict:
             raise InputError(f"{path}: protocol.{key}: expected one of {', '.join(choices)}, "
                              f"got {scenario['protocol'][key]!r}")
     scenario["protocol"]["pruning"] = _pruning(scenario["protocol"], path)
+    scenario["protocol"]["soft_links"] = _soft_links(scenario["protocol"], path)
     return scenario
 
 
@@ -199,6 +201,37 @@ def _pruning(protocol: dict, path: Path) -> dict | None:
     except ValueError as exc:
         raise InputError(f"{path}: protocol.pruning.{exc}") from None
     return dataclasses.asdict(settings)
+
+
+def _soft_links(protocol: dict, path: Path) -> dict | None:
+    """``protocol.soft_links`` resolved to every setting (durations in microseconds), or None."""
+    given = protocol["soft_links"]
+    if given is None:
+        return None
+    if not isinstance(given, dict):
+        raise InputError(f"{path}: protocol.soft_links: expected a mapping such as {{strategy: S1}} or null")
+    if protocol["covering"] not in ("none", "lazy", "active"):
+        raise InputError(f"{path}: protocol.soft_links: composes with protocol.covering none, lazy or active, "
+                         f"not {protocol['covering']!r}")
+    if protocol["pruning"] is not None:
+        raise InputError(f"{path}: protocol.soft_links: does not compose with protocol.pruning (set it to null)")
+    try:
+        settings = SoftLinkSettings.parse(
+            given, lambda value, key: parse_duration(value, f"{path}: protocol.soft_links.{key}"))
+    except ValueError as exc:
+        raise InputError(f"{path}: protocol.soft_links.{exc}") from None
+    return dataclasses.asdict(settings)
+
+
+def _check_soft_links(protocol: dict, graph, path: Path) -> None:
+    """The static soft and candidate links name brokers within reach (needs the overlay)."""
+    if protocol["soft_links"] is None:
+        return
+    overlay = {n: sorted(graph.neighbors(n)) for n in graph}
+    try:
+        SoftLinkSettings(**protocol["soft_links"]).check_links(overlay)
+    except ValueError as exc:
+        raise InputError(f"{path}: protocol.soft_links.{exc}") from None
 
 
 def _exactly_one(section: dict, keys: tuple[str, str], name: str, path: Path) -> None:
@@ -278,6 +311,7 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     scenario = validate(load(path, overrides), path)
     base = path.parent
     graph, default_latency = build_topology(scenario, base, path)
+    _check_soft_links(scenario["protocol"], graph, path)
     injections = build_workload(scenario, graph, base, path)
     runtime = scenario["runtime"]
     costs = load_profile(runtime["costs"], base, f"{path}: runtime.costs")

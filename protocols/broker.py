@@ -34,6 +34,7 @@ Hooks protocols override (and extend with ``super()``):
   ``awaits_tick()``                  True while the broker holds work only a tick will do
                                      (a run until idle goes on to the next tick)
   ``protocol_samples()``             a protocol's extra sample columns (results SCHEMAS)
+  ``sender_direction(sender)``       the neighbour a publication from ``sender`` came through
 """
 from __future__ import annotations
 
@@ -76,7 +77,9 @@ class Broker:
     # runtime then bounds cross-host latency by the default latency, not only the overlay's
     opens_links = False
 
-    def __init__(self, name: str, neighbors, settings: dict | None = None) -> None:
+    def __init__(self, name: str, neighbors, settings: dict | None = None, overlay: dict | None = None) -> None:
+        """``overlay``: every broker's overlay neighbours, for stacks that need the topology
+        beyond this broker's own links (the base broker does not)."""
         self.name = name
         self.neighbors: list[str] = sorted(neighbors)
         self.hop_index = {hop: i for i, hop in enumerate(self.neighbors)}
@@ -121,6 +124,11 @@ class Broker:
 
     def _index(self, hop: str | None) -> int:
         return LOCAL if hop is None else self.hop_index[hop]
+
+    def sender_direction(self, sender: str | None) -> int:
+        """The neighbour index a publication from ``sender`` came through (LOCAL: from its
+        publisher); a stack whose brokers send beyond their neighbours maps others here."""
+        return self._index(sender)
 
     # ------------------------------------------------------------------ advertisements
 
@@ -196,7 +204,7 @@ class Broker:
         if sender is None and self.check_conformance and not self._conforms(msg):
             ctx.event("nonconforming_publication", pub_id=msg.id, client=msg.client)
             return
-        match = self.prt.publication(msg.publication, self._index(sender))
+        match = self.prt.publication(msg.publication, self.sender_direction(sender))
         msg = self.publication_arrived(msg, match, sender)
         if match.local:
             subs = self.subs

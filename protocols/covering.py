@@ -18,7 +18,8 @@ and most general first (fewest predicates, then key), so a released coverer keep
 subscriptions it covers withheld.
 
 Per neighbour, ``routed_subs`` (the base broker's) is exactly ``covering_sent`` plus
-``covering_withheld``.
+``covering_withheld`` over the neighbour's scopes (``covering_scope``: the neighbour itself,
+unless a stack narrows it).
 """
 from __future__ import annotations
 
@@ -30,35 +31,55 @@ from .index import FilterIndex
 from .messages import Message
 
 
+class _Tables(dict):
+    """Covering tables by scope, each made when first asked for."""
+
+    def __init__(self, work, scopes) -> None:
+        super().__init__()
+        self.work = work
+        for scope in scopes:
+            self[scope] = FilterIndex(work)
+
+    def __missing__(self, scope) -> FilterIndex:
+        table = self[scope] = FilterIndex(self.work)
+        return table
+
+
 class LazyCovering:
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.covering_sent = {n: FilterIndex(self.work) for n in self.neighbors}
-        self.covering_withheld = {n: FilterIndex(self.work) for n in self.neighbors}
+        self.covering_sent = _Tables(self.work, self.neighbors)
+        self.covering_withheld = _Tables(self.work, self.neighbors)
+
+    def covering_scope(self, route: Route, hop: str):
+        """The covering tables a subscription toward ``hop`` is compared within: the
+        neighbour's (a stack whose copies skip brokers narrows it, see soft links)."""
+        return hop
 
     def send_subscription(self, route: Route, hop: str, ctx, cause: str | None = None) -> None:
-        f = route.msg.filter
-        if self.covering_sent[hop].covering(f):
-            self.covering_withheld[hop].add(route.msg.key, f)
+        f, scope = route.msg.filter, self.covering_scope(route, hop)
+        if self.covering_sent[scope].covering(f):
+            self.covering_withheld[scope].add(route.msg.key, f)
         else:
             self._send_covering(route, hop, ctx, cause)
 
     def _send_covering(self, route: Route, hop: str, ctx, cause: str | None) -> None:
-        self.covering_sent[hop].add(route.msg.key, route.msg.filter)
+        self.covering_sent[self.covering_scope(route, hop)].add(route.msg.key, route.msg.filter)
         ctx.send(hop, route.msg if cause is None else replace(route.msg, cause=cause))
 
     def send_unsubscription(self, route: Route, hop: str, ctx, headers: tuple = ()) -> None:
-        key = route.msg.key
-        if key in self.covering_withheld[hop]:
-            self.covering_withheld[hop].remove(key)
+        key, scope = route.msg.key, self.covering_scope(route, hop)
+        if key in self.covering_withheld[scope]:
+            self.covering_withheld[scope].remove(key)
             return
-        self.covering_sent[hop].remove(key)
+        self.covering_sent[scope].remove(key)
         self._release(route, hop, ctx)
         super().send_unsubscription(route, hop, ctx, headers)
 
     def _release(self, removed: Route, hop: str, ctx) -> None:
         """Send the withheld subscriptions ``removed`` covered that nothing sent covers now."""
-        withheld, sent = self.covering_withheld[hop], self.covering_sent[hop]
+        scope = self.covering_scope(removed, hop)
+        withheld, sent = self.covering_withheld[scope], self.covering_sent[scope]
         candidates = withheld.covered_by(removed.msg.filter)
         candidates.sort(key=lambda k: (len(withheld.filter(k).predicates), k))
         for key in candidates:
@@ -69,18 +90,18 @@ class LazyCovering:
 
 class ActiveCovering(LazyCovering):
     def _send_covering(self, route: Route, hop: str, ctx, cause: str | None) -> None:
-        sent = self.covering_sent[hop]
-        now_covered = sent.covered_by(route.msg.filter)
+        now_covered = self.covering_sent[self.covering_scope(route, hop)].covered_by(route.msg.filter)
         super()._send_covering(route, hop, ctx, cause)
         for key in now_covered:
             self._withdraw(key, hop, ctx, cause=route.msg.id)
 
     def _withdraw(self, key, hop: str, ctx, cause: str) -> None:
         """Unsubscribe ``hop`` from a sent subscription that a newly sent one covers."""
-        covered = self.subs[key].msg
-        self.covering_sent[hop].remove(key)
-        self.covering_withheld[hop].add(key, covered.filter)
-        ctx.send(hop, covered.unsubscription(cause=cause))
+        route = self.subs[key]
+        scope = self.covering_scope(route, hop)
+        self.covering_sent[scope].remove(key)
+        self.covering_withheld[scope].add(key, route.msg.filter)
+        ctx.send(hop, route.msg.unsubscription(cause=cause))
 
 
 class PackingCovering(ActiveCovering):

@@ -30,6 +30,7 @@ class RoutingTable(FilterIndex):
         self.toward = np.zeros((8, len(neighbors)), np.int32)
         self.routed = np.zeros((8, len(neighbors)), bool)
         self._group_seen = np.zeros(len(neighbors), np.uint8)
+        self.columns: dict[str, np.ndarray] = {}  # a protocol's own per-slot values, by name
 
     def _grow_slot_arrays(self, size: int) -> None:
         super()._grow_slot_arrays(size)
@@ -38,6 +39,13 @@ class RoutingTable(FilterIndex):
             grown = np.zeros((size, old.shape[1]), old.dtype)
             grown[: len(old)] = old
             setattr(self, name, grown)
+        for name, old in self.columns.items():
+            self.columns[name] = np.concatenate([old, np.zeros(size - len(old), old.dtype)])
+
+    def add_column(self, name: str, dtype=np.int32) -> None:
+        """A per-slot array ``columns[name]`` (zero for new slots; it is replaced, not
+        resized in place, when the table grows: index it through ``columns``)."""
+        self.columns[name] = np.zeros(len(self._group), dtype)
 
     # ------------------------------------------------------------------ entries
 
@@ -58,6 +66,10 @@ class RoutingTable(FilterIndex):
 
     def last_hop(self, slot: int) -> int:
         return int(self._group[slot])
+
+    def last_hops(self, slots: np.ndarray) -> np.ndarray:
+        """The last hop of each of ``slots``."""
+        return self._group[slots]
 
     def routed_hops(self, slot: int) -> list[int]:
         """Neighbour indices the entry is routed toward, ascending."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 from .broker import Broker
 from .covering import ActiveCovering, LazyCovering, PackingCovering
 from .pruning import Pruning
+from .softlinks import SoftLinks
 
 # protocol key -> {setting: mixin (None: nothing added)}; the first setting is the default
 MIXINS: dict[str, dict[str, type | None]] = {
     "covering": {"none": None, "lazy": LazyCovering, "active": ActiveCovering, "packing": PackingCovering},
 }
 # protocol key -> mixin added when the key's settings are given (null: off)
-CONFIGURED_MIXINS: dict[str, type] = {"pruning": Pruning}
+CONFIGURED_MIXINS: dict[str, type] = {"pruning": Pruning, "soft_links": SoftLinks}
 PROTOCOL_KEYS = {"check_conformance", *MIXINS, *CONFIGURED_MIXINS}
 
 
@@ -45,6 +46,7 @@ def __getattr__(name: str) -> type[Broker]:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def make_broker(name: str, neighbors, protocol: dict | None = None) -> Broker:
+def make_broker(name: str, neighbors, protocol: dict | None = None, overlay: dict | None = None) -> Broker:
+    """``overlay``: every broker's overlay neighbours (stacks such as soft links need it)."""
     protocol = dict(protocol or {})
-    return broker_class(protocol)(name, neighbors, protocol)
+    return broker_class(protocol)(name, neighbors, protocol, overlay)

@@ -33,7 +33,8 @@ class Pump(SyncPump):
     """A network of brokers run synchronously, recording deliveries, sends and events."""
 
     def __init__(self, graph, protocol: dict | None = None) -> None:
-        super().__init__({n: make_broker(n, graph.neighbors(n), protocol) for n in sorted(graph)})
+        overlay = {n: sorted(graph.neighbors(n)) for n in sorted(graph)}
+        super().__init__({n: make_broker(n, overlay[n], protocol, overlay) for n in sorted(graph)})
         self.deliveries: list[tuple[str, str]] = []
         self.sent: list[tuple[str, str, str, str]] = []  # (sender, destination, kind, id)
         self.events: list[tuple[str, dict]] = []

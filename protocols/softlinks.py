@@ -1,0 +1,354 @@
+"""Soft links: direct links inside a broker's Delta-neighbourhood over which publications skip
+brokers that would only forward them.
+
+Implements "Opportunistic Multi-Path Forwarding in Content-Based Publish/Subscribe Overlays"
+(Kazemzadeh and Jacobsen, Middleware 2012), the multipath forwarding of the Publiy broker.
+
+- The overlay is the primary tree. A broker knows it within ``delta`` hops of itself (its
+  ``DeltaView``) and holds, besides its primary links, soft links to brokers in that view:
+  at most ``fanout`` links in all. Candidate links are being profiled and carry nothing.
+- Subscriptions travel on primary links (the base broker's routing) and carry an anchor
+  (header ``anchor``): the subscriber's broker, rewritten on the way so that it stays within
+  ``delta`` hops of the broker that receives it (the broker on the path toward the old anchor
+  at distance ``delta`` from the recipient). Each PRT entry records its anchor (column
+  ``anchor``: the anchor's id in the broker's view).
+- A publication goes, per primary branch with matching anchors (never the branch it came
+  from), over held links only: S1 sends one copy to the farthest held broker on the common
+  prefix of the primary paths to those anchors; S2 sends a copy to the nearest held broker
+  toward each anchor (its nearest held ancestor, seen from this broker), dropping a target
+  that lies beyond another target; SH is S2 while this broker's uplink utilisation is below
+  ``high_utilisation`` and S1 from there on; S0 is the base broker. A broker that receives a
+  copy over a soft link treats it as arriving from the primary branch leading to the sender.
+- Adaptive links: every ``round`` a broker ranks its soft and candidate links by gain, the
+  publications it sent toward the link's far end over the last ``profile_window`` times the
+  primary hops the link skips (distance - 1); it holds the best up to ``fanout`` links in all,
+  keeps up to ``candidates`` candidates among the brokers just beyond its busiest paths, and
+  does not take back a dropped link for ``block``. Link changes are messages of their own
+  kinds (``soft_open``, ``soft_close``) and events (``soft_link_opened``/``_closed``).
+
+Deliberate differences:
+- Publiy keeps Delta + 1 hops for its Delta; a view here holds exactly ``delta`` hops, as in
+  the paper.
+- Publiy's hybrid strategy switches the other way round; SH here follows the paper (S2 while
+  the uplink is not busy, S1 when it is).
+- A view is computed from the overlay when the broker starts, not learnt from messages.
+- Publiy scales a gain by a load factor that is always 1; the paper's factor is common to a
+  broker's links, so it cannot change their ranking: gains here are not scaled.
+- A publication is "sent toward" a broker when that broker lies on the primary path to one
+  of the publication's matching anchors; that is how candidate links, which carry nothing,
+  are profiled.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .broker import Route
+from .messages import Message
+from .routing import LOCAL
+
+STRATEGIES = ("S0", "S1", "S2", "SH")
+LINK_KINDS = ("soft_open", "soft_close")
+
+
+@dataclass(frozen=True)
+class SoftLinkSettings:
+    strategy: str = "S1"
+    delta: int = 4
+    fanout: int = 12
+    candidates: int = 4
+    adaptive: bool = True
+    links: dict = field(default_factory=dict)  # broker -> {"soft": [...], "candidate": [...]}
+    round_us: int = 30_000_000
+    profile_window_us: int = 20_000_000
+    block_us: int = 120_000_000
+    high_utilisation: float = 0.8
+
+    DURATIONS = {"round": "round_us", "profile_window": "profile_window_us", "block": "block_us"}
+
+    @classmethod
+    def parse(cls, given: dict, parse_duration) -> "SoftLinkSettings":
+        """Settings from a scenario's ``protocol.soft_links`` mapping; ValueError names the key."""
+        known = sorted(k for k in cls.__dataclass_fields__ if not k.endswith("_us")) + sorted(cls.DURATIONS)
+        values = dict(given)
+        for key in values:
+            if key not in known:
+                raise ValueError(f"{key}: unknown key (known: {', '.join(known)})")
+        for key, field_name in cls.DURATIONS.items():
+            if key in values:
+                values[field_name] = parse_duration(values.pop(key), key)
+        if values.setdefault("strategy", cls.strategy) not in STRATEGIES:
+            raise ValueError(f"strategy: expected one of {', '.join(STRATEGIES)}, got {values['strategy']!r}")
+        for key, least in (("delta", 1), ("fanout", 1), ("candidates", 0)):
+            value = values.get(key, getattr(cls, key))
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{key}: expected an integer of at least {least}, got {value!r}")
+        if not isinstance(values.get("adaptive", True), bool):
+            raise ValueError(f"adaptive: expected true or false, got {values['adaptive']!r}")
+        share = values.get("high_utilisation", cls.high_utilisation)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise ValueError(f"high_utilisation: expected a fraction in (0, 1], got {share!r}")
+        values["links"] = _parse_links(values.get("links") or {})
+        return cls(**values)
+
+    def check_links(self, overlay: dict[str, list[str]]) -> None:
+        """The static links against the overlay; ValueError names the key."""
+        for broker, held in self.links.items():
+            where = f"links.{broker}"
+            if broker not in overlay:
+                raise ValueError(f"{where}: no broker {broker!r} in the topology")
+            view = DeltaView(broker, overlay, self.delta)
+            for role in ("soft", "candidate"):
+                for peer in held[role]:
+                    if peer == broker or peer in overlay[broker]:
+                        raise ValueError(f"{where}.{role}: {peer} is {broker} itself or a primary neighbour")
+                    if peer not in view.id:
+                        raise ValueError(f"{where}.{role}: {peer} is not within delta={self.delta} hops of {broker}")
+            if len(overlay[broker]) + len(held["soft"]) > self.fanout:
+                raise ValueError(f"{where}.soft: {broker} has {len(overlay[broker])} primary links, so at most "
+                                 f"{max(self.fanout - len(overlay[broker]), 0)} soft links fit in fanout={self.fanout}")
+            if len(held["candidate"]) > self.candidates:
+                raise ValueError(f"{where}.candidate: at most candidates={self.candidates} candidate links")
+
+
+def _parse_links(given) -> dict[str, dict[str, list[str]]]:
+    if not isinstance(given, dict):
+        raise ValueError(f"links: expected a mapping of broker -> {{soft: [...], candidate: [...]}}, got {given!r}")
+    links = {}
+    for broker, held in sorted(given.items()):
+        held = held or {}
+        if not isinstance(held, dict) or set(held) - {"soft", "candidate"}:
+            raise ValueError(f"links.{broker}: expected a mapping with 'soft' and 'candidate' lists")
+        parsed = {}
+        for role in ("soft", "candidate"):
+            peers = held.get(role) or []
+            if not isinstance(peers, list) or not all(isinstance(p, str) for p in peers):
+                raise ValueError(f"links.{broker}.{role}: expected a list of broker names, got {peers!r}")
+            parsed[role] = sorted(set(peers))
+        if set(parsed["soft"]) & set(parsed["candidate"]):
+            raise ValueError(f"links.{broker}: a broker is both a soft and a candidate link")
+        links[str(broker)] = parsed
+    return links
+
+
+class DeltaView:
+    """The primary tree within ``delta`` hops of ``root``, seen from there: per broker (by id,
+    ids in name order) its parent toward the root, its depth and the primary branch (the
+    root's neighbour) it lies in."""
+
+    def __init__(self, root: str, overlay: dict[str, list[str]], delta: int) -> None:
+        parent_name, depth, frontier = {root: None}, {root: 0}, [root]
+        for level in range(1, delta + 1):
+            reached = []
+            for node in frontier:
+                for neighbour in overlay[node]:
+                    if neighbour not in depth:
+                        parent_name[neighbour], depth[neighbour] = node, level
+                        reached.append(neighbour)
+            frontier = reached
+        self.nodes = sorted(depth)
+        self.id = {name: i for i, name in enumerate(self.nodes)}
+        self.root = self.id[root]
+        self.parent = [-1 if parent_name[n] is None else self.id[parent_name[n]] for n in self.nodes]
+        self.depth = [depth[n] for n in self.nodes]
+        self.branch = [self._branch(i) for i in range(len(self.nodes))]  # an id (the root for itself)
+
+    def _branch(self, node: int) -> int:
+        while self.depth[node] > 1:
+            node = self.parent[node]
+        return node
+
+    def ancestors(self, node: int):
+        """The brokers strictly between the root and ``node``, nearest ``node`` first."""
+        node = self.parent[node]
+        while node != self.root and node != -1:
+            yield node
+            node = self.parent[node]
+
+    def meet(self, a: int, b: int) -> int:
+        """The farthest broker from the root on both primary paths (root -> a, root -> b)."""
+        depth, parent = self.depth, self.parent
+        while depth[a] > depth[b]:
+            a = parent[a]
+        while depth[b] > depth[a]:
+            b = parent[b]
+        while a != b:
+            a, b = parent[a], parent[b]
+        return a
+
+
+class SoftLinks:
+    # soft links are opened between brokers that are not overlay neighbours
+    opens_links = True
+
+    def __init__(self, name, neighbors, settings=None, overlay=None) -> None:
+        super().__init__(name, neighbors, settings, overlay)
+        given = self.settings["soft_links"]
+        self.soft = given if isinstance(given, SoftLinkSettings) else SoftLinkSettings(**given)
+        if overlay is None:
+            raise ValueError(f"broker {name}: soft links need the overlay (make_broker's overlay)")
+        self.view = DeltaView(name, overlay, self.soft.delta)
+        static = self.soft.links.get(name, {"soft": [], "candidate": []})
+        self.soft_links: list[str] = list(static["soft"])
+        self.candidate_links: list[str] = list(static["candidate"])
+        self.blocked_until: dict[str, int] = {}
+        self.uplink_utilisation = 0.0  # the runtime's figure at the last tick
+        self.prt.add_column("anchor")
+        self._sent_toward: deque[tuple[int, tuple[int, ...]]] = deque()  # (t, view ids a publication went toward)
+        self._next_round = self.soft.round_us
+        self._now = 0
+        self._update_held()
+
+    # ------------------------------------------------------------------ links held
+
+    def _update_held(self) -> None:
+        """Per view id, its nearest held broker on the path from here (itself if held)."""
+        view = self.view
+        held = {view.id[n] for n in self.neighbors} | {view.id[n] for n in self.soft_links}
+        self._held = held
+        self._held_toward = [node if node in held or node == view.root else next(a for a in view.ancestors(node) if a in held)
+                             for node in range(len(view.nodes))]
+
+    def protocol_samples(self) -> dict:
+        return {**super().protocol_samples(), "soft_links": len(self.soft_links)}
+
+    # ------------------------------------------------------------------ subscriptions and anchors
+
+    def on_sub(self, msg: Message, sender, ctx) -> None:
+        super().on_sub(msg, sender, ctx)
+        route = self.subs.get(msg.key)
+        if route is not None and route.msg is msg:
+            self.prt.columns["anchor"][route.slot] = self.view.id[self._anchor(route)]
+
+    def _anchor(self, route: Route) -> str:
+        if route.last_hop is None:
+            return self.name
+        return route.msg.header("anchor", route.last_hop)
+
+    def anchor_sent(self, route: Route) -> str:
+        """The anchor a neighbour receives with the subscription: unchanged while it is within
+        ``delta`` hops of that neighbour, else the broker ``delta`` hops from the neighbour on
+        the way to it (one hop nearer here). Anchors lie on the subscription's side, so the
+        anchor sent is the same toward every neighbour."""
+        view = self.view
+        anchor = view.id[self._anchor(route)]
+        if view.depth[anchor] + 1 > self.soft.delta:
+            anchor = view.parent[anchor]
+        return view.nodes[anchor]
+
+    def send_subscription(self, route: Route, hop: str, ctx, **kwargs) -> None:
+        anchored = route.msg.with_headers(anchor=self.anchor_sent(route))
+        super().send_subscription(Route(anchored, route.last_hop, route.slot), hop, ctx, **kwargs)
+
+    def covering_scope(self, route: Route, hop: str):
+        """Covering (lazy, active) compares subscriptions with one anchor only: a publication
+        routed toward a coverer's anchor may skip the broker where a covered subscription
+        with another anchor branches off."""
+        return hop, self.anchor_sent(route)
+
+    # ------------------------------------------------------------------ publications
+
+    def sender_direction(self, sender: str | None) -> int:
+        if sender is None or sender in self.hop_index:
+            return super().sender_direction(sender)
+        view = self.view
+        return self.hop_index[view.nodes[view.branch[view.id[sender]]]]
+
+    def on_pub(self, msg: Message, sender, ctx) -> None:
+        self._now = ctx.now
+        super().on_pub(msg, sender, ctx)
+
+    def publication_next_hops(self, msg: Message, match, sender) -> list[str]:
+        if self.soft.strategy == "S0" or not match.groups:
+            return super().publication_next_hops(msg, match, sender)
+        slots = match.slots
+        last_hops = self.prt.last_hops(slots)
+        toward = (last_hops != LOCAL) & (last_hops != self.sender_direction(sender))
+        anchors = np.unique(self.prt.columns["anchor"][slots[toward]]).tolist()
+        if self.soft.adaptive:
+            self._record_sent_toward(anchors)
+        targets = self._s1_targets(anchors) if self.strategy_now() == "S1" else self._s2_targets(anchors)
+        nodes = self.view.nodes
+        return [nodes[t] for t in sorted(targets)]
+
+    def strategy_now(self) -> str:
+        strategy = self.soft.strategy
+        if strategy == "SH":
+            return "S1" if self.uplink_utilisation >= self.soft.high_utilisation else "S2"
+        return strategy
+
+    def _s1_targets(self, anchors: list[int]) -> list[int]:
+        """Per branch, the farthest held broker on the common prefix of the paths to its anchors."""
+        view, meets = self.view, {}
+        for anchor in anchors:
+            branch = view.branch[anchor]
+            meets[branch] = anchor if branch not in meets else view.meet(meets[branch], anchor)
+        return [self._held_toward[meet] for meet in meets.values()]
+
+    def _s2_targets(self, anchors: list[int]) -> list[int]:
+        """The nearest held broker toward each anchor, but those beyond another target."""
+        chosen = {self._held_toward[anchor] for anchor in anchors}
+        view = self.view
+        return [t for t in chosen if not any(a in chosen for a in view.ancestors(t))]
+
+    # ------------------------------------------------------------------ adaptive links
+
+    def _record_sent_toward(self, anchors: list[int]) -> None:
+        view = self.view
+        toward = set(anchors)
+        for anchor in anchors:
+            toward.update(view.ancestors(anchor))
+        self._sent_toward.append((self._now, tuple(sorted(toward))))
+
+    def tick(self, ctx) -> None:
+        super().tick(ctx)
+        self.uplink_utilisation = getattr(ctx, "uplink_utilisation", 0.0)
+        if self.soft.adaptive and self.soft.strategy != "S0" and ctx.now >= self._next_round:
+            self._next_round = ctx.now + self.soft.round_us
+            self._adapt(ctx)
+
+    def link_gains(self, now: int) -> dict[int, int]:
+        """Per view id at two or more hops, publications sent toward it in the profile window
+        times the primary hops a direct link would skip."""
+        sent = self._sent_toward
+        while sent and sent[0][0] < now - self.soft.profile_window_us:
+            sent.popleft()
+        counts: dict[int, int] = {}
+        for _, toward in sent:
+            for node in toward:
+                counts[node] = counts.get(node, 0) + 1
+        depth = self.view.depth
+        return {node: count * (depth[node] - 1) for node, count in counts.items() if depth[node] >= 2}
+
+    def _adapt(self, ctx) -> None:
+        """One round: hold the best-gaining soft and candidate links, choose new candidates."""
+        now, view = ctx.now, self.view
+        gains = self.link_gains(now)
+        names = view.nodes
+        room = max(self.soft.fanout - len(self.neighbors), 0)
+        ranked = sorted(set(self.soft_links) | set(self.candidate_links),
+                        key=lambda n: (-gains.get(view.id[n], 0), n))
+        keep = [n for n in ranked if gains.get(view.id[n], 0) > 0 or n in self.soft_links][:room]
+        for peer in sorted(set(self.soft_links) - set(keep)):
+            self.blocked_until[peer] = now + self.soft.block_us
+            ctx.send(peer, Message("soft_close", f"{self.name}>{peer}"))
+            ctx.event("soft_link_closed", peer=peer, gain=gains.get(view.id[peer], 0))
+        for peer in sorted(set(keep) - set(self.soft_links)):
+            ctx.send(peer, Message("soft_open", f"{self.name}>{peer}"))
+            ctx.event("soft_link_opened", peer=peer, gain=gains.get(view.id[peer], 0))
+        self.soft_links = sorted(keep)
+        self.blocked_until = {n: t for n, t in self.blocked_until.items() if t > now}
+        held = set(self.soft_links) | set(self.neighbors) | {self.name}
+        eligible = [n for n in names if n not in held and n not in self.blocked_until and view.depth[view.id[n]] >= 2]
+        self.candidate_links = sorted(heapq.nsmallest(
+            self.soft.candidates, [n for n in eligible if gains.get(view.id[n], 0) > 0],
+            key=lambda n: (-gains[view.id[n]], n)))
+        self._update_held()
+
+    def on_soft_open(self, msg: Message, sender, ctx) -> None:
+        """A broker opened a soft link to this one: nothing to set up, copies may come."""
+
+    on_soft_close = on_soft_open
