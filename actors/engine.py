@@ -10,6 +10,9 @@ Ordering rules (the whole determinism story, in one place):
   messages. A message's effects (sends, deliveries) happen when its service ends; they leave
   then and arrive after the link's latency.
 - Samples at multiples of ``sample_interval`` see the state after every event at that time.
+- Where brokers have an uplink (``uplink_us``: the time one message takes to leave), a
+  broker's outgoing messages leave one after another, in the order it sent them, and
+  arrive the link's latency after they have left.
 """
 from __future__ import annotations
 
@@ -52,6 +55,8 @@ class Server:
     busy_done: int = 0  # total service time of completed messages
     busy_sampled: int = 0  # busy total at the previous sample
     send_seq: int = 0
+    uplink_free: int = 0  # when the uplink has sent every message handed to it
+    uplink_sent: int = 0  # messages handed to the uplink since the previous sample
     in_service: "_Context | None" = None  # the effects of the message in service
     links: dict = field(default_factory=dict)  # destination -> (latency, index, host), as used
 
@@ -59,11 +64,12 @@ class Server:
 class _Context:
     """The broker context while one message is handled (see protocols.broker.Context)."""
 
-    __slots__ = ("now", "queue_len", "sends", "deliveries", "events")
+    __slots__ = ("now", "queue_len", "uplink_utilisation", "sends", "deliveries", "events")
 
-    def __init__(self, now: int, queue_len: int) -> None:
+    def __init__(self, now: int, queue_len: int, uplink_utilisation: float = 0.0) -> None:
         self.now = now
         self.queue_len = queue_len
+        self.uplink_utilisation = uplink_utilisation  # over the last sampling interval
         self.sends: list[tuple[str, Message]] = []
         self.deliveries: list[tuple[Message, str, str]] = []
         self.events: list[tuple[str, dict]] = []
@@ -84,6 +90,7 @@ class Settings:
     overflow: str = "drop"  # drop | block
     sample_interval: int = 1_000_000
     default_latency: int = 1_000
+    uplink_us: int = 0  # how long one message occupies a broker's uplink (0: no uplink limit)
 
 
 class Engine:
@@ -241,6 +248,11 @@ class Engine:
             latency = self.latency.get((server.name, destination), self.settings.default_latency)
             link = server.links[destination] = (latency, self.index_of[destination], self.host_of[destination])
         latency, index, host = link
+        uplink = self.settings.uplink_us
+        if uplink:
+            server.uplink_free = max(t, server.uplink_free) + uplink
+            server.uplink_sent += 1
+            t = server.uplink_free
         key = (t + latency, ARRIVAL, index, server.index, server.send_seq)
         server.send_seq += 1
         arrival = Arrival(key, destination, server.name, message)
@@ -274,19 +286,26 @@ class Engine:
             self.next_sample += self.settings.sample_interval
 
     def sample(self, t: int) -> None:
+        interval = self.settings.sample_interval
+        uplink = self.settings.uplink_us
         for name, server in self.servers.items():
             busy = server.busy_done + (min(t, server.busy_until) - server.busy_since if server.busy_until else 0)
             broker = server.broker
             queue_len = len(server.queue) + len(server.blocked)
+            # the share of the interval the uplink needs for what was handed to it (at most 1)
+            utilisation = min(server.uplink_sent * uplink / interval, 1.0) if uplink else None
+            server.uplink_sent = 0
             if self.writer:
                 extras = broker.protocol_samples()
                 self.writer.append(
                     "samples", t, name, queue_len, broker.prt_size, broker.srt_size, busy - server.busy_sampled,
-                    *(extras.get(column) for column in PROTOCOL_SAMPLE_COLUMNS),
+                    *(extras.get(column) for column in PROTOCOL_SAMPLE_COLUMNS), utilisation,
                 )
             server.busy_sampled = busy
-            context = _Context(t, queue_len)
+            context = _Context(t, queue_len, utilisation or 0.0)
             broker.tick(context)
+            for kind, detail in context.events:
+                self._record_event(t, name, kind, detail)
             for destination, message in context.sends:
                 self._send(server, destination, message, t)
 

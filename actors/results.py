@@ -32,6 +32,8 @@ SCHEMAS = {
         # the size of its statistics window at the subscribers' brokers; soft links held
         ("preserved", pa.int32()), ("window_entries", pa.int32()), ("window_bytes", pa.int64()),
         ("soft_links", pa.int32()),
+        # the share of the interval a broker's uplink was busy (null: no uplink limit)
+        ("uplink_utilisation", pa.float64()),
     ]),
     "events": pa.schema([("t_us", pa.int64()), ("broker", pa.string()), ("kind", pa.string()), ("detail", pa.string())]),
     "brokers": pa.schema([("broker", pa.string()), ("role", pa.string()), ("host", pa.int32())]),

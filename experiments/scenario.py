@@ -28,7 +28,7 @@ SCHEMA = {
     "name": str,
     "seed": int,
     "duration": "duration",
-    "topology": {"edgelist": str, "generator": dict, "link": {"latency": "duration"}},
+    "topology": {"edgelist": str, "generator": dict, "link": {"latency": "duration"}, "uplink": {"capacity": object}},
     "workload": {"trace": str, "generator": dict},
     "protocol": {key: object for key in sorted(PROTOCOL_KEYS)},
     "runtime": {
@@ -285,6 +285,18 @@ def build_topology(scenario: dict, base: Path, path: Path):
     return graph, default_latency
 
 
+def _uplink_us(uplink: dict | None, path: Path) -> int:
+    """``topology.uplink.capacity`` (messages a broker can send per second) as the time one
+    message occupies the uplink; 0 without an uplink limit."""
+    if not uplink or uplink.get("capacity") is None:
+        return 0
+    capacity = uplink["capacity"]
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not 0 < capacity <= 1_000_000:
+        raise InputError(f"{path}: topology.uplink.capacity: expected messages per second, a number in "
+                         f"(0, 1000000], got {capacity!r}")
+    return max(1, round(1_000_000 / capacity))
+
+
 def _number_or_text(text: str):
     try:
         return float(text)
@@ -320,6 +332,7 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
         overflow=runtime["mailbox"]["overflow"],
         sample_interval=parse_duration(runtime["sample_interval"], f"{path}: runtime.sample_interval"),
         default_latency=default_latency,
+        uplink_us=_uplink_us(scenario["topology"].get("uplink"), path),
     )
     duration = scenario["duration"]
     duration_us = None if duration is None else parse_duration(duration, f"{path}: duration")

@@ -246,7 +246,9 @@ class SoftLinks:
     def covering_scope(self, route: Route, hop: str):
         """Covering (lazy, active) compares subscriptions with one anchor only: a publication
         routed toward a coverer's anchor may skip the broker where a covered subscription
-        with another anchor branches off."""
+        with another anchor branches off. S0 never skips a broker: the neighbour's scope."""
+        if self.soft.strategy == "S0":
+            return super().covering_scope(route, hop)
         return hop, self.anchor_sent(route)
 
     # ------------------------------------------------------------------ publications

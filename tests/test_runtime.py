@@ -269,3 +269,24 @@ def test_windows_reach_past_the_smallest_service_time(write_scenario, tmp_path):
     for table in ("deliveries", "messages", "samples", "events"):
         assert sorted_rows(tmp_path / "two-hosts-None", table) == sorted_rows(one_host, table), table
         assert sorted_rows(tmp_path / "two-hosts-0", table) == sorted_rows(one_host, table), table
+
+
+def test_an_uplink_sends_one_message_after_another(write_scenario, tmp_path):
+    ops = [{"t": 0, "op": "advertise", "client": "P", "broker": "B0", "id": "A", "filter": "[x,>,0]"},
+           {"t": 0.01, "op": "subscribe", "client": "S", "broker": "B2", "id": "S1", "filter": "[x,>,0]"}]
+    ops += [{"t": 0.1, "op": "publish", "client": "P", "id": f"M{i}", "content": f"[x,{i + 1}]"} for i in range(40)]
+    scenario = small_scenario(topology={"generator": {"name": "line", "n": 3}, "uplink": {"capacity": 100}},
+                              workload={"trace": "ops.jsonl"}, duration="2s")
+    out = tmp_path / "run"
+    path = write_scenario(scenario, {"ops.jsonl": "\n".join(json.dumps(r) for r in ops)})
+    assert main(["run", str(path), "--out", str(out)]) == 0
+    arrivals = sorted(m["t_arrive_us"] for m in read_table(out, "messages").to_pylist()
+                      if m["kind"] == "pub" and m["broker"] == "B1")
+    # 10 ms a message on the uplink, then the 1 ms link
+    assert arrivals == [100_000 + 10_000 * (i + 1) + 1_000 for i in range(40)]
+    samples = {(s["t_us"], s["broker"]): s["uplink_utilisation"] for s in read_table(out, "samples").to_pylist()}
+    assert samples[(1_000_000, "B0")] == pytest.approx(0.41)  # the advertisement and 40 publications
+    assert samples[(2_000_000, "B0")] == 0.0
+    bad = write_scenario(small_scenario(topology={"generator": {"name": "line", "n": 3}, "uplink": {"capacity": 0}}),
+                         name="bad.yaml")
+    assert main(["validate", str(bad)]) == 2
