@@ -88,6 +88,7 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
         "queue_at_arrivals": arrivals,
         "queue_peaks": peaks,
         "table_size_over_time": metrics.table_size_over_time(tables),
+        "links_over_time": metrics.links_over_time(tables),
         "messages_by_broker": by_broker,
         "broker_load": metrics.broker_load(tables, by_broker, {r.label: r.sim_end_us for r in runs}),
         "hop_counts": metrics.hop_counts(tables),
@@ -128,6 +129,7 @@ def _figures(c: dict, core: list[str], labels: list[str], out: Path) -> dict[str
         "Input queues over all brokers": plots.queues_overall(c["queue_over_time"], labels, out / "queues_overall.png"),
         "Routing-table size": plots.table_sizes(c["table_size_over_time"], labels, out / "table_size.png"),
         "Preserved entries": plots.preserved_entries(c["table_size_over_time"], labels, out / "preserved.png"),
+        "Soft links and uplinks": plots.links(c["links_over_time"], labels, out / "links.png"),
         "Triggered subscriptions along the core": plots.triggered_along_core(
             c["messages_by_broker"], labels, core, out / "triggered_core.png"),
         "Messages by kind": plots.messages_by_kind(c["messages_by_broker"], labels, out / "messages_by_kind.png"),

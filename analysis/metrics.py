@@ -124,6 +124,14 @@ def table_size_over_time(t: dict) -> DataFrame:
     return _per_role_and_all(s, ["run", "t_s"], sizes)
 
 
+def links_over_time(t: dict) -> DataFrame:
+    """Per sample: the soft links all brokers hold (null without soft links) and the mean and
+    largest uplink utilisation (null without uplink limits)."""
+    return t["samples"].groupBy("run", (F.col("t_us") / US).alias("t_s")).agg(
+        F.sum("soft_links").alias("soft_links"), F.mean("uplink_utilisation").alias("mean_uplink"),
+        F.max("uplink_utilisation").alias("max_uplink"))
+
+
 def messages_by_broker(t: dict) -> DataFrame:
     """Per broker and kind: arrived, processed, dropped, triggered (``cause`` set) and items
     (a batch counts its content)."""
@@ -294,7 +302,7 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
     """One row per run: the figures the papers compare runs by (``by_broker``, ``peaks`` and
     ``by_role``: the results of ``messages_by_broker``, ``queue_peaks`` and ``forwarding_by_role``)."""
     spark = t["messages"].sparkSession
-    d = t["deliveries"].groupBy("run").agg(*_delay_stats(_delay_s()))
+    d = t["deliveries"].groupBy("run").agg(*_delay_stats(_delay_s()), F.mean("hops").alias("mean_hops"))
     publications = t["publishers"].groupBy("run").agg(F.count(F.lit(1)).alias("publications"))
     counts = by_broker.groupBy("run").agg(
         F.sum("processed").alias("messages_processed"),
@@ -302,7 +310,8 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         F.sum("dropped").alias("dropped"))
     last = t["samples"].groupBy("run").agg(F.max("t_us").alias("t_us"))
     final = t["samples"].join(last, ["run", "t_us"]).groupBy("run").agg(
-        F.mean("prt_size").alias("final_mean_prt"), F.sum("preserved").alias("final_preserved"))
+        F.mean("prt_size").alias("final_mean_prt"), F.sum("preserved").alias("final_preserved"),
+        F.sum("soft_links").alias("final_soft_links"))
     overall = by_role.where(F.col("role") == "all").select(
         "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward_fraction",
         (1 - F.col("pure_forward_fraction")).alias("yield"))

@@ -164,6 +164,29 @@ def preserved_entries(rows, labels, path: Path):
     return _save(fig, path)
 
 
+def links(rows, labels, path: Path):
+    """Soft links held over all brokers, and uplink utilisation (mean and largest broker), per
+    sample; None when no run has soft links or uplink limits."""
+    held = _series(rows, "t_s", "soft_links")
+    mean, largest = _series(rows, "t_s", "mean_uplink"), _series(rows, "t_s", "max_uplink")
+    if not held and not mean:
+        return None
+    colours = _colours(labels)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    _lines(top, labels, held, colours)
+    top.set(title="Soft links held, all brokers", ylabel="links")
+    _lines(bottom, labels, mean, colours)
+    for label in labels:
+        if label in largest:
+            bottom.plot(*largest[label], color=colours[label], linestyle=":", linewidth=1)
+    bottom.set(title="Uplink utilisation: mean (solid) and busiest broker (dotted)", xlabel="simulated time (s)",
+               ylabel="share of the interval", ylim=(0, 1.05))
+    for ax in (top, bottom):
+        if ax.lines:
+            ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
 def triggered_along_core(rows, labels, core: list[str], path: Path):
     """Triggered subscriptions arriving at each core broker, in order along the core."""
     if not core:

@@ -11,6 +11,7 @@ SUMMARY_COLUMNS = [
     ("sim_end_s", "simulated (s)", "{:.0f}"),
     ("publications", "publications", "{:,}"),
     ("deliveries", "deliveries", "{:,}"),
+    ("mean_hops", "mean hops", "{:.2f}"),
     ("mean_s", "mean delay (s)", "{:.3g}"),
     ("p90_s", "p90 delay (s)", "{:.3g}"),
     ("max_s", "max delay (s)", "{:.3g}"),
@@ -24,6 +25,7 @@ SUMMARY_COLUMNS = [
     ("false_positive_fraction", "false positives", "{:.2%}"),
     ("pure_forward_fraction", "pure forwarding", "{:.2%}"),
     ("yield", "yield", "{:.2%}"),
+    ("final_soft_links", "soft links", "{:,}"),
 ]
 ROLE_COLUMNS = [
     ("run", "run", "{}"), ("role", "role", "{}"), ("pub_copies", "copies", "{:,}"),

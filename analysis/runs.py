@@ -25,7 +25,7 @@ TABLES = {
 # Nullable columns protocols add; a run without them reads them as null.
 PROTOCOL_COLUMNS = {
     "messages": {"cause": "string", "batch_size": "int"},
-    "samples": {"preserved": "int"},
+    "samples": {"preserved": "int", "soft_links": "int", "uplink_utilisation": "double"},
 }
 
 

@@ -100,3 +100,28 @@ def test_mobile_monitors_pruning_triggers_fewer_subscriptions(tmp_path):
                  for mode, run in runs.items()}
     assert triggered["selective"] < triggered["active"] / 2
     assert runs["selective"]["samples"].preserved.max() > 0
+
+
+@pytest.mark.slow
+def test_soft_links_skip_pure_forwarders_and_shorten_paths(tmp_path):
+    """The soft-link paper's comparison on the test-sized sparse dataset: SH against S0, the
+    same deliveries with fewer pure-forwarder copies, higher yield, fewer hops, shorter delays."""
+    figures = {}
+    for strategy in ("S0", "SH"):
+        out = tmp_path / strategy
+        assert main(["run", str(SCENARIOS / f"softlinks_small_sparse_{strategy}.yaml"), "--out", str(out)]) == 0
+        messages, deliveries = (read_table(out, t).to_pandas() for t in ("messages", "deliveries"))
+        copies = messages[(messages.kind == "pub") & messages.t_end_us.notna()]
+        delivered_at = set(zip(deliveries.pub_id, deliveries.broker))
+        useful = [(p, b) in delivered_at for p, b in zip(copies.msg_id, copies.broker)]
+        figures[strategy] = {
+            "pairs": set(zip(deliveries.pub_id, deliveries.sub_id)),
+            "pure": useful.count(False), "yield": sum(useful) / len(useful),
+            "hops": deliveries.hops.mean(), "delay": (deliveries.t_deliver_us - deliveries.t_pub_us).mean(),
+            "held": read_table(out, "samples").to_pandas().soft_links.max(),
+        }
+    s0, sh = figures["S0"], figures["SH"]
+    assert sh["pairs"] == s0["pairs"] and len(s0["pairs"]) > 10_000
+    assert s0["held"] == 0 and sh["held"] > 0
+    assert sh["pure"] < 0.7 * s0["pure"] and sh["yield"] > s0["yield"] + 0.1
+    assert sh["hops"] < s0["hops"] - 1 and sh["delay"] < 0.85 * s0["delay"]

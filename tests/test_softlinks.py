@@ -177,18 +177,20 @@ def test_delta_view_holds_the_tree_within_delta_hops():
 # ---------------------------------------------------------------------- in the runtime
 
 
-def adaptive_scenario(strategy: str = "SH") -> dict:
+def adaptive_scenario(strategy: str = "SH", brokers: int = 30, operations: int = 700, spacing: float = 0.02,
+                      round_s: float = 2.0) -> dict:
+    """random_mix with links re-ranked every ``round_s`` (sampled every half round)."""
     return {
         "name": "soft",
         "seed": 4,
-        "duration": "14s",
-        "topology": {"generator": {"name": "random_tree", "n": 30, "seed": 1}, "link": {"latency": "1ms"}},
-        "workload": {"generator": {"name": "random_mix", "publishers": 4, "subscribers": 20, "operations": 700,
-                                   "spacing": 0.02}},
+        "duration": f"{operations * spacing:g}s",
+        "topology": {"generator": {"name": "random_tree", "n": brokers, "seed": 1}, "link": {"latency": "2ms"}},
+        "workload": {"generator": {"name": "random_mix", "publishers": 4, "subscribers": 20,
+                                   "operations": operations, "spacing": spacing}},
         "protocol": {"covering": "active", "soft_links": {
-            "strategy": strategy, "delta": 3, "fanout": 5, "candidates": 3, "round": "2s", "profile_window": "2s",
-            "block": "4s"}},
-        "runtime": {"hosts": 0, "costs": "zero", "sample_interval": "1s"},
+            "strategy": strategy, "delta": 3, "fanout": 5, "candidates": 3, "round": round_s,
+            "profile_window": round_s, "block": 2 * round_s}},
+        "runtime": {"hosts": 0, "costs": "zero", "sample_interval": round_s / 2},
     }
 
 
@@ -225,7 +227,8 @@ def test_adaptive_links_open_and_deliveries_stay_exact(write_scenario, tmp_path,
 @pytest.mark.ray
 @pytest.mark.slow
 def test_identical_results_across_host_counts_with_links_changing(write_scenario, tmp_path, ray_session):
-    path = write_scenario(adaptive_scenario("S2"))
+    # short: every window under hosts "all" is a round of calls between 12 actors
+    path = write_scenario(adaptive_scenario("S2", brokers=12, operations=300, spacing=0.004, round_s=0.4))
     results = {hosts: run_rows(tmp_path, path, f"hosts-{hosts}", f"runtime.hosts={hosts}") for hosts in (0, 2, "all")}
     assert any(e["kind"] == "soft_link_opened" for e in results[0]["events"])
     for hosts in (2, "all"):

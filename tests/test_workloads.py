@@ -1,10 +1,11 @@
-"""The experiment generators: enterprise overlay shape, covering degree as asked."""
+"""The experiment generators: enterprise overlay shape, covering degree and match share as asked."""
+import networkx as nx
 import pytest
 
 import topologies
 from protocols.index import FilterIndex
-from protocols.language import parse_filter
-from workloads.generators import covering_degree, mobile_monitors
+from protocols.language import matches, parse_filter, parse_publication
+from workloads.generators import covering_degree, mobile_monitors, zipf_groups
 
 
 def test_enterprise_shapes():
@@ -92,3 +93,26 @@ def test_mobile_monitors_move_within_their_region_every_interval():
         assert graph.nodes[move["broker"]]["region"] == graph.nodes[home[move["client"]]]["region"]
         home[move["client"]] = move["broker"]
     assert sum(r["op"] == "publish" for r in records) == pytest.approx((1200 - monitors[0]["t"]) / 10 * 5, abs=5)
+
+
+@pytest.mark.parametrize("groups, share", [(10, 0.08), (2, 0.5)])
+def test_zipf_groups_match_the_share_asked(groups, share):
+    graph = topologies.random_tree(60, seed=3, max_degree=3)
+    records = zipf_groups(sorted(graph), graph=graph, seed=2, clients="leaves", groups=groups, match_share=share,
+                          subscriptions=300, publications=200)
+    subs = [parse_filter(r["filter"]) for r in records if r["op"] == "subscribe"]
+    pubs = [parse_publication(r["content"]) for r in records if r["op"] == "publish"]
+    measured = sum(matches(s, p) for s in subs for p in pubs) / (len(subs) * len(pubs))
+    assert abs(measured - share) < 0.2 * share
+    leaves = {n for n in graph if graph.degree(n) == 1}
+    assert {r["broker"] for r in records if "broker" in r} <= leaves
+    with pytest.raises(ValueError, match="out of reach"):
+        zipf_groups(sorted(graph), groups=10, match_share=0.5)
+
+
+def test_random_tree_keeps_the_degree_bound():
+    for n, seed in ((120, 1), (500, 2)):
+        graph = topologies.random_tree(n, seed, max_degree=3)
+        assert nx.is_tree(graph) and graph.number_of_nodes() == n
+        assert max(d for _, d in graph.degree) == 3
+    assert topologies.random_tree(50, 4).edges == topologies.random_tree(50, 4, max_degree=0).edges

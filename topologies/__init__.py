@@ -48,13 +48,25 @@ def balanced_tree(fanout: int = 2, depth: int = 3) -> nx.Graph:
 
 
 @generator("random_tree")
-def random_tree(n: int = 20, seed: int = 0) -> nx.Graph:
-    """Each broker Bi (i > 0) attaches to a uniformly chosen earlier broker."""
+def random_tree(n: int = 20, seed: int = 0, max_degree: int = 0) -> nx.Graph:
+    """Each broker Bi (i > 0) attaches to a uniformly chosen earlier broker, one with fewer
+    than ``max_degree`` links when that is given (the soft-link paper's configurations C1, C2
+    and C3 are such trees of 120, 250 and 500 brokers with ``max_degree: 3``)."""
+    if max_degree == 1 and n > 2 or max_degree < 0:
+        raise ValueError(f"max_degree {max_degree} cannot connect {n} brokers (give 0 for no limit, or 2 or more)")
     rng = random.Random(f"{seed}/random_tree")
     graph = nx.Graph()
     graph.add_node("B0")
+    open_ = ["B0"]  # brokers that can take another link, in the order they joined
     for i in range(1, n):
-        graph.add_edge(f"B{i}", f"B{rng.randrange(i)}")
+        if not max_degree:
+            graph.add_edge(f"B{i}", f"B{rng.randrange(i)}")
+            continue
+        parent = open_[rng.randrange(len(open_))]
+        graph.add_edge(f"B{i}", parent)
+        if graph.degree(parent) >= max_degree:
+            open_.remove(parent)
+        open_.append(f"B{i}")
     return graph
 
 

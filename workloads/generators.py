@@ -358,3 +358,66 @@ def mobile_monitors(
                         "id": f"M{m}", "content": f"[class,'STOCK'],[price,{rng.uniform(0, 1000):.2f}]"})
     records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
     return [r for r in records if r["t"] < duration]
+
+
+@generator("zipf_groups")
+def zipf_groups(
+    brokers: list[str],
+    graph=None,
+    seed: int = 0,
+    clients: str = "all",
+    publishers: int = 40,
+    groups: int = 10,
+    zipf: float = 1.0,
+    attributes: int = 4,
+    subscriptions: int = 1000,
+    match_share: float = 0.08,
+    subscribe_interval: float = 0.002,
+    publications: int = 2000,
+    publish_interval: float = 0.01,
+) -> list[dict]:
+    """The soft-link paper's Zipf datasets: publishers in ``groups`` (group g publishes class
+    ``G<g>`` with ``attributes`` numeric attributes uniform in [0, 100)); groups ranked by
+    popularity, the rank-r group drawing a share of subscriptions and publications
+    proportional to 1 / r ** ``zipf``. A subscription names its group and a range over one of
+    the attributes, as wide as makes ``match_share`` of the subscriptions match a
+    publication on average: about 0.08 is the paper's sparse dataset, 0.5 its dense one
+    (reachable with few groups, e.g. 2). Subscriptions come first, ``subscribe_interval``
+    apart, then publications ``publish_interval`` apart. ``clients: leaves`` attaches every
+    client to a leaf of the overlay, so inner brokers only forward (``all``: any broker)."""
+    if not 0 < match_share <= 1 or groups < 1 or publishers < groups or attributes < 1:
+        raise ValueError("need 0 < match_share <= 1, groups >= 1, publishers >= groups and attributes >= 1")
+    if clients not in ("all", "leaves"):
+        raise ValueError(f"clients: expected 'all' or 'leaves', got {clients!r}")
+    if clients == "leaves" and graph is not None:
+        brokers = sorted(b for b in brokers if graph.degree(b) == 1)
+    rng = rng_for(seed, "zipf_groups")
+    popularity = [1.0 / (rank + 1) ** zipf for rank in range(groups)]
+    total = sum(popularity)
+    same_group = sum((p / total) ** 2 for p in popularity)
+    width = 100.0 * match_share / same_group
+    if width > 100:
+        raise ValueError(f"match_share {match_share} is out of reach with {groups} groups of Zipf exponent {zipf} "
+                         f"(at most {same_group:.3f}); use fewer groups or a smaller exponent")
+    members = {g: [f"P{i}" for i in range(publishers) if i % groups == g] for g in range(groups)}
+    records = []
+    for i in range(publishers):
+        g = i % groups
+        ranges = ",".join(f"[a{j},>=,0],[a{j},<,100]" for j in range(attributes))
+        records.append({"t": 0.0, "op": "advertise", "client": f"P{i}", "broker": rng.choice(brokers),
+                        "id": f"A{i}", "filter": f"[class,eq,'G{g}'],{ranges}"})
+    t = 0.5
+    for i in range(subscriptions):
+        g = rng.choices(range(groups), popularity)[0]
+        low, attr = round(rng.uniform(0, 100 - width), 2), f"a{rng.randrange(attributes)}"
+        records.append({"t": round(t, 6), "op": "subscribe", "client": f"S{i}", "broker": rng.choice(brokers),
+                        "id": f"S{i}", "filter": f"[class,eq,'G{g}'],[{attr},>=,{low}],[{attr},<,{round(low + width, 2)}]"})
+        t += subscribe_interval
+    t += 1.0
+    for i in range(publications):
+        g = rng.choices(range(groups), popularity)[0]
+        values = ",".join(f"[a{j},{round(rng.uniform(0, 100), 2)}]" for j in range(attributes))
+        records.append({"t": round(t, 6), "op": "publish", "client": rng.choice(members[g]), "id": f"M{i}",
+                        "content": f"[class,'G{g}'],{values}"})
+        t += publish_interval
+    return records
