@@ -197,7 +197,9 @@ class SoftLinks:
         self.blocked_until: dict[str, int] = {}
         self.uplink_utilisation = 0.0  # the runtime's figure at the last tick
         self.prt.add_column("anchor")
-        self._sent_toward: deque[tuple[int, tuple[int, ...]]] = deque()  # (t, view ids a publication went toward)
+        # publications sent toward each view id, per tenth of the profile window (oldest first)
+        self._bucket_us = max(self.soft.profile_window_us // 10, 1)
+        self._sent_toward: deque[tuple[int, np.ndarray]] = deque()
         self._next_round = self.soft.round_us
         self._now = 0
         self._update_held()
@@ -205,12 +207,17 @@ class SoftLinks:
     # ------------------------------------------------------------------ links held
 
     def _update_held(self) -> None:
-        """Per view id, its nearest held broker on the path from here (itself if held)."""
+        """Per view id, its nearest held broker on the path from here (itself if held; the
+        primary neighbours are held, so every broker but this one has one)."""
         view = self.view
         held = {view.id[n] for n in self.neighbors} | {view.id[n] for n in self.soft_links}
-        self._held = held
-        self._held_toward = [node if node in held or node == view.root else next(a for a in view.ancestors(node) if a in held)
-                             for node in range(len(view.nodes))]
+
+        def nearest_held(node: int) -> int:
+            if node in held or node == view.root:
+                return node
+            return next(a for a in view.ancestors(node) if a in held)
+
+        self._held_toward = [nearest_held(node) for node in range(len(view.nodes))]
 
     def protocol_samples(self) -> dict:
         return {**super().protocol_samples(), "soft_links": len(self.soft_links)}
@@ -269,7 +276,7 @@ class SoftLinks:
         slots = match.slots
         last_hops = self.prt.last_hops(slots)
         toward = (last_hops != LOCAL) & (last_hops != self.sender_direction(sender))
-        anchors = np.unique(self.prt.columns["anchor"][slots[toward]]).tolist()
+        anchors = sorted(set(self.prt.columns["anchor"][slots[toward]].tolist()))
         if self.soft.adaptive:
             self._record_sent_toward(anchors)
         targets = self._s1_targets(anchors) if self.strategy_now() == "S1" else self._s2_targets(anchors)
@@ -303,7 +310,10 @@ class SoftLinks:
         toward = set(anchors)
         for anchor in anchors:
             toward.update(view.ancestors(anchor))
-        self._sent_toward.append((self._now, tuple(sorted(toward))))
+        bucket = self._now // self._bucket_us
+        if not self._sent_toward or self._sent_toward[-1][0] != bucket:
+            self._sent_toward.append((bucket, np.zeros(len(view.nodes), np.int64)))
+        self._sent_toward[-1][1][list(toward)] += 1
 
     def tick(self, ctx) -> None:
         super().tick(ctx)
@@ -314,20 +324,22 @@ class SoftLinks:
 
     def link_gains(self, now: int) -> dict[int, int]:
         """Per view id at two or more hops, publications sent toward it in the profile window
-        times the primary hops a direct link would skip."""
-        sent = self._sent_toward
-        while sent and sent[0][0] < now - self.soft.profile_window_us:
-            sent.popleft()
-        counts: dict[int, int] = {}
-        for _, toward in sent:
-            for node in toward:
-                counts[node] = counts.get(node, 0) + 1
+        (to a tenth of the window) times the primary hops a direct link would skip."""
+        first = self._first_bucket(now)
+        counts = sum((c for bucket, c in self._sent_toward if bucket >= first), np.zeros(len(self.view.nodes), np.int64))
         depth = self.view.depth
-        return {node: count * (depth[node] - 1) for node, count in counts.items() if depth[node] >= 2}
+        return {node: int(counts[node]) * (depth[node] - 1) for node in np.flatnonzero(counts).tolist()
+                if depth[node] >= 2}
+
+    def _first_bucket(self, now: int) -> int:
+        return (now - self.soft.profile_window_us) // self._bucket_us
 
     def _adapt(self, ctx) -> None:
         """One round: hold the best-gaining soft and candidate links, choose new candidates."""
         now, view = ctx.now, self.view
+        sent, first = self._sent_toward, self._first_bucket(now)
+        while sent and sent[0][0] < first:
+            sent.popleft()
         gains = self.link_gains(now)
         names = view.nodes
         room = max(self.soft.fanout - len(self.neighbors), 0)

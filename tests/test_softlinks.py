@@ -7,6 +7,7 @@ import networkx as nx
 import pytest
 
 import topologies
+from protocols.language import parse_publication
 from protocols.messages import Message
 from protocols.softlinks import DeltaView, SoftLinkSettings
 from workloads.generators import random_mix
@@ -235,3 +236,41 @@ def test_identical_results_across_host_counts_with_links_changing(write_scenario
         for table, rows in results[0].items():
             key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
             assert sorted(results[hosts][table], key=key) == sorted(rows, key=key), f"{table}, hosts={hosts}"
+
+
+def test_rounds_profile_candidates_then_hold_the_best_gaining_links():
+    graph = nx.Graph(FORK)
+    records = [{"t": 0, "op": "advertise", "client": "P", "broker": "B0", "id": "A", "filter": "[x,>,0]"}]
+    records += [{"t": 1, "op": "subscribe", "client": f"S{b}", "broker": b, "id": f"S{b}", "filter": f"[x,>,{low}]"}
+                for b, low in (("B5", 5), ("B6", 0))]
+    pump = Pump(graph, protocol(strategy="S2", adaptive=True, fanout=4, candidates=3))
+    pump.run(records)
+    b0 = pump.brokers["B0"]
+
+    def publish(t_s: float, count: int, x: int = 9) -> None:
+        pump.now = int(t_s * 1e6)
+        for i in range(count):
+            pump.inject("B0", Message("pub", f"M{t_s}-{i}", publication=parse_publication(f"[x,{x}]"), client="P"))
+
+    publish(25, 5)
+    gains = {b0.view.nodes[n]: g for n, g in b0.link_gains(30_000_000).items()}
+    # five publications went toward B2 (1 hop skipped), B3 and B4 (2 hops), B5 and B6 (3 hops)
+    assert gains == {"B2": 5, "B3": 10, "B4": 10, "B5": 15, "B6": 15}
+    assert b0.link_gains(60_000_000) == {}  # outside the 20 s profile window
+    pump.now = 30_000_000
+    pump.tick("B0")  # the first round: candidates only, the three best gaining (ties by name)
+    assert b0.candidate_links == ["B3", "B5", "B6"] and b0.soft_links == []
+    publish(50, 4)
+    pump.sent.clear()
+    pump.now = 60_000_000
+    pump.tick("B0")  # fanout 4 leaves room for three soft links beside the primary one
+    assert b0.soft_links == ["B3", "B5", "B6"]
+    assert sorted(d for s, d, kind, _ in pump.sent if kind == "soft_open") == ["B3", "B5", "B6"]
+    assert [e for e in pump.events if e[0] == "soft_link_opened"][0][1] == {"peer": "B3", "gain": 8}
+    publish(61, 1)
+    assert copies(pump, "B0") == ["B5", "B6"]
+    publish(75, 4, x=3)  # only B6's subscription matches: B3 and B5 gain nothing
+    pump.now = 90_000_000
+    pump.tick("B0")
+    assert b0.soft_links == ["B2", "B4", "B6"] and b0.candidate_links == []
+    assert b0.blocked_until == {"B3": 210_000_000, "B5": 210_000_000}
