@@ -38,6 +38,7 @@ from .covering import ActiveCovering
 from .messages import Message
 
 VARIANTS = ("selective", "incremental")
+NO_STATISTICS = ("preserve", "unsubscribe")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class PruningSettings:
     variant: str = "selective"
     threshold: float = 0.9  # selective: phi
     thresholds: tuple[float, float] | list[float] = (0.6, 0.9)  # incremental: phi1 (many triggered), phi2
-    min_count: int = 1  # selective: below this largest recorded count, unsubscribe traditionally
+    min_count: int = 0  # selective: below this largest recorded count, the statistics count as none
+    no_statistics: str = "preserve"  # selective without statistics: send no tuples (the paper) or unsubscribe
     window_us: int = 120_000_000  # how long a recorded publication counts
     many_lg: float = 3.7  # incremental: lg M at or above which phi1 applies
     few_lg: float = 1.0  # incremental: lg M below which a broker always removes S
@@ -63,6 +65,8 @@ class PruningSettings:
                 raise ValueError(f"{key}: unknown key (known: {', '.join(sorted(known))})")
         if values.setdefault("variant", "selective") not in VARIANTS:
             raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {values['variant']!r}")
+        if values.get("no_statistics", cls.no_statistics) not in NO_STATISTICS:
+            raise ValueError(f"no_statistics: expected one of {', '.join(NO_STATISTICS)}, got {values['no_statistics']!r}")
         if "window" in values:
             values["window_us"] = parse_duration(values.pop("window"), "window")
         thresholds = values.get("thresholds", list(cls.thresholds))
@@ -163,13 +167,17 @@ class Pruning(ActiveCovering):
 
     def prune_tuples(self, key) -> tuple | None:
         """The SHB's tuple list for unsubscribing ``key``: per publisher (publisher, pruneDis)
-        (selective) or (publisher, pruneDis1, pruneDis2) (incremental); None: unsubscribe the
-        traditional way (selective, when nothing was recorded or the largest count is below
-        ``min_count``). Incremental with nothing recorded sends an empty list: each broker then
-        decides by M alone (removes S where lg M is small, keeps it elsewhere)."""
+        (selective) or (publisher, pruneDis1, pruneDis2) (incremental). Without statistics
+        (selective: nothing recorded, or the largest count below ``min_count``) the list is
+        empty, as the selective paper's Algorithm 1 has it: no publisher's tuple travels, so S
+        is preserved wherever it holds subscriptions back; ``no_statistics: unsubscribe``
+        returns None instead, an unsubscription the traditional way. Incremental with nothing
+        recorded sends an empty list: each broker then decides by M alone (removes S where lg
+        M is small, keeps it elsewhere)."""
         window = self.pruning_window.get(key, ())
-        if self.pruning.variant == "selective" and max((e.count for e in window), default=-1) < self.pruning.min_count:
-            return None
+        selective = self.pruning.variant == "selective"
+        if selective and max((e.count for e in window), default=-1) < self.pruning.min_count or not window:
+            return None if selective and self.pruning.no_statistics == "unsubscribe" else ()
         by_publisher: dict[str, list[int]] = {}
         for entry in window:
             by_publisher.setdefault(entry.publisher, []).append(entry.distance)

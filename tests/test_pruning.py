@@ -78,9 +78,12 @@ def test_tuple_lists_per_publisher_and_variant():
 
     assert shb("selective", threshold=0.9).prune_tuples(("S", 0)) == (("P1", 4), ("P2", 3))
     assert shb("selective", threshold=0.6).prune_tuples(("S", 0)) == (("P1", 1), ("P2", 3))
-    assert shb("selective", min_count=2).prune_tuples(("S", 0)) is None  # largest count is 1
+    # the largest count is 1: too little, so no tuples (the paper), or a traditional unsubscription
+    assert shb("selective", min_count=2).prune_tuples(("S", 0)) == ()
+    assert shb("selective", min_count=2, no_statistics="unsubscribe").prune_tuples(("S", 0)) is None
     assert shb("incremental").prune_tuples(("S", 0)) == (("P1", 1, 4), ("P2", 3, 3))
-    assert shb("selective").prune_tuples(("T", 0)) is None  # nothing recorded
+    assert shb("selective").prune_tuples(("T", 0)) == ()  # nothing recorded
+    assert shb("selective", no_statistics="unsubscribe").prune_tuples(("T", 0)) is None
     assert shb("incremental").prune_tuples(("T", 0)) == ()
 
 
@@ -121,17 +124,28 @@ def test_selective_unsubscription_stops_where_publications_last_matched_twice():
     assert sizes["B2"]["window_bytes"] == sum(e.nbytes for w in pump.brokers["B2"].pruning_window.values() for e in w)
 
 
-def test_traditional_unsubscription_without_overlap_when_min_count_is_not_reached():
-    pump = line_case("selective", narrow=3, min_count=2)
+def test_without_statistics_the_tree_is_preserved_where_it_holds_subscriptions_back():
+    pump = line_case("selective", narrow=3, min_count=2)  # the largest recorded count is 1
+    assert not [1 for _, _, kind, msg_id in pump.sent if kind == "unsub" and msg_id == "S"]
+    assert ("S", 0) in pump.brokers["B0"].pruning_preserved["B1"]  # it covers N0-N2 there
+    assert not [1 for sender, _, kind, msg_id in pump.sent if kind == "sub" and msg_id.startswith("N") and sender == "B0"]
+
+
+def test_traditional_unsubscription_without_statistics_when_asked():
+    pump = line_case("selective", narrow=3, min_count=2, no_statistics="unsubscribe")
     unsubs = [(sender, dest) for sender, dest, kind, msg_id in pump.sent if kind == "unsub" and msg_id == "S"]
     assert unsubs == [("B0", "B1"), ("B1", "B2"), ("B2", "B3")]
     assert not any(b.pruning_preserved[h] for b in pump.brokers.values() for h in b.neighbors)
 
 
 def test_statistics_older_than_the_window_are_forgotten():
-    pump = line_case("selective", narrow=3, window_us=5_000_000)  # publications at 4-8 s, unsubscribe at 20 s
-    unsubs = [(sender, dest) for sender, dest, kind, msg_id in pump.sent if kind == "unsub" and msg_id == "S"]
-    assert unsubs == [("B0", "B1"), ("B1", "B2"), ("B2", "B3")]  # nothing recorded: the traditional way
+    # publications at 4-8 s, unsubscription at 20 s: nothing recorded any more
+    preserved = line_case("selective", narrow=3, window_us=5_000_000)
+    assert not [1 for _, _, kind, msg_id in preserved.sent if kind == "unsub" and msg_id == "S"]
+    assert ("S", 0) in preserved.brokers["B0"].pruning_preserved["B1"]
+    traditional = line_case("selective", narrow=3, window_us=5_000_000, no_statistics="unsubscribe")
+    unsubs = [(sender, dest) for sender, dest, kind, msg_id in traditional.sent if kind == "unsub" and msg_id == "S"]
+    assert unsubs == [("B0", "B1"), ("B1", "B2"), ("B2", "B3")]
 
 
 def test_incremental_removes_where_few_subscriptions_would_be_triggered():
