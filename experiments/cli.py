@@ -1,4 +1,4 @@
-"""``pubsub-emu``: run, validate, analyze and calibrate (DESIGN.md section 9).
+"""``pubsub-emu``: run, validate, analyze, figure and calibrate (DESIGN.md section 9).
 
 Exit status: 0 on success, 2 on invalid input (one message naming the file and line or key,
 no traceback, nothing written), 1 on a run that failed after starting.
@@ -32,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the run)")
     analyze.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     analyze.add_argument("--driver-memory", default="4g", help="Spark driver memory (default: 4g)")
+    figure = commands.add_parser("figure", help="run and report one figure of the seed papers")
+    figure.add_argument("name", nargs="?", help="the figure (see --list)")
+    figure.add_argument("--list", action="store_true", help="name the figures")
+    figure.add_argument("--out", type=Path, help="output directory (default: figures/NAME)")
+    figure.add_argument("--small", action="store_true", help="test-sized runs")
     calibrate = commands.add_parser("calibrate", help="time this machine's index and fit a cost profile")
     calibrate.add_argument("--out", type=Path, default=Path("calibrated.yaml"))
     calibrate.add_argument("--sizes", default="1000,4000,16000", help="routing-table sizes to time")
@@ -41,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "validate": _validate, "analyze": _analyze, "calibrate": _calibrate}[args.command](args)
+        commands = {"run": _run, "validate": _validate, "analyze": _analyze, "figure": _figure, "calibrate": _calibrate}
+        return commands[args.command](args)
     except InputError as exc:
         print(f"pubsub-emu: error: {exc}", file=sys.stderr)
         return 2
@@ -94,6 +100,11 @@ def _validate(args) -> int:
 
 
 def _analyze(args) -> int:
+    return analyse(args.runs, args.out, args.bucket, args.master, args.driver_memory)
+
+
+def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: str = "local[*]",
+            driver_memory: str = "4g") -> int:
     """Run ``analysis/job.py`` with the spark-submit that ships with pyspark, in its own process."""
     import importlib.util
     import subprocess
@@ -102,16 +113,38 @@ def _analyze(args) -> int:
     from analysis.runs import RunError, check_runs
 
     try:
-        check_runs(args.runs)  # fail fast, before a JVM starts
+        check_runs(runs)  # fail fast, before a JVM starts
     except RunError as exc:
         raise InputError(str(exc)) from None
     spark_home = Path(importlib.util.find_spec("pyspark").submodule_search_locations[0])
-    command = [str(spark_home / "bin" / "spark-submit"), "--master", args.master,
-               "--driver-memory", args.driver_memory, "--conf", "spark.log.level=WARN",
-               analysis.job.__file__, *map(str, args.runs), "--out", str(args.out)]
-    if args.bucket is not None:
-        command += ["--bucket", str(args.bucket)]
+    command = [str(spark_home / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
+               "--conf", "spark.log.level=WARN", analysis.job.__file__, *map(str, runs), "--out", str(out)]
+    if bucket is not None:
+        command += ["--bucket", str(bucket)]
     return subprocess.run(command).returncode
+
+
+def _figure(args) -> int:
+    from experiments import figures
+
+    if args.list:
+        for name in figures.names():
+            print(f"{name}: {figures.load(name).title}")
+        return 0
+    if not args.name:
+        raise InputError("figure: name a figure, or --list to see them")
+    figure = figures.load(args.name)
+    out = args.out or Path("figures") / (args.name + ("-small" if args.small else ""))
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"--out {out}: already exists and is not an empty directory")
+    figures.check(figure, args.small)
+    try:
+        page = figures.run_figure(figure, out, args.small, analyse)
+    except Exception as exc:
+        print(f"pubsub-emu: figure failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(page)
+    return 0
 
 
 def _calibrate(args) -> int:

@@ -1,0 +1,64 @@
+"""``pubsub-emu figure``: every figure's test-sized runs and report, and its input errors."""
+import pytest
+
+from experiments import figures
+from experiments.cli import main
+from experiments.scenario import resolve
+from tests.conftest import PROJECT_ROOT
+
+SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
+
+
+@pytest.mark.parametrize("figure, label, shipped", [
+    ("burst_covering", "lazy", "unsub_burst_small_lazy.yaml"),
+    ("burst_pruning", "selective", "unsub_burst_small_selective.yaml"),
+    ("burst_pruning", "incremental", "unsub_burst_small_incremental.yaml"),
+    ("sweep_unsubscriptions", "200_selective", "unsub_burst_small_sweep_unsubs200_selective.yaml"),
+    ("sweep_degree", "degree10_active", "unsub_burst_small_sweep_degree10_active.yaml"),
+    ("mobile_monitors", "active", "mobile_monitors_small_active.yaml"),
+])
+def test_small_runs_are_the_shipped_test_sized_scenarios(figure, label, shipped):
+    loaded = figures.load(figure)
+    scenario, *_ = loaded.runs[label]
+    small = resolve(scenario, loaded.overrides(label, small=True)).scenario
+    assert small["name"] == f"{figure}-{label}"
+    assert {**small, "name": None} == {**resolve(SCENARIOS / shipped).scenario, "name": None}
+
+
+def test_every_figure_resolves_test_sized():
+    """(Full-sized runs are shipped scenarios plus a name: test_scenarios validates those.)"""
+    assert len(figures.names()) >= 7
+    for name in figures.names():
+        figure = figures.load(name)
+        assert all(not own for _, own, _ in figure.runs.values())
+        figures.check(figure, small=True)
+
+
+def test_listing_and_input_errors(tmp_path, capsys):
+    assert main(["figure", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"{name}: " in listed for name in figures.names())
+    assert main(["figure", "no_such_figure"]) == 2
+    assert "no such figure" in capsys.readouterr().err
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "file").write_text("x")
+    assert main(["figure", "burst_covering", "--out", str(tmp_path / "taken")]) == 2
+    assert main(["figure"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", figures.names())
+def test_figure_small_runs_and_reports(name, tmp_path, capsys):
+    out = tmp_path / name
+    assert main(["figure", name, "--small", "--out", str(out)]) == 0
+    figure = figures.load(name)
+    page = (out / "figure.md").read_text()
+    assert capsys.readouterr().out.strip().endswith(str(out / "figure.md"))
+    for label in figure.runs:
+        assert f"| {name}-{label} |" in page
+        assert (out / "runs" / label / "manifest.json").is_file()
+    shown = [title for title in figure.plots if f"## {title}" in page]
+    assert shown, "the figure shows none of its plots"
+    for title in shown:
+        image = page.split(f"## {title}\n\n![{title}](", 1)[1].split(")", 1)[0]
+        assert (out / image).stat().st_size > 5000
