@@ -1,4 +1,4 @@
-"""``pubsub-emu``: run, validate, analyze, figure and calibrate (DESIGN.md section 9).
+"""``pubsub-emu``: run, validate, sweep, analyze, figure and calibrate (DESIGN.md section 9).
 
 Exit status: 0 on success, 2 on invalid input (one message naming the file and line or key,
 no traceback, nothing written), 1 on a run that failed after starting.
@@ -26,8 +26,17 @@ def _parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check a scenario without running it")
     validate.add_argument("scenario", type=Path)
     validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    sweep = commands.add_parser("sweep", help="run a grid of scenario variants as concurrent Ray tasks")
+    sweep.add_argument("scenario", type=Path)
+    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="one axis of the grid")
+    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a scenario key for every point")
+    sweep.add_argument("--repeat", type=int, default=1, help="runs per point, seeds counting up from the scenario's")
+    sweep.add_argument("--out", type=Path, help="the sweep directory (default: under output.dir)")
+    sweep.add_argument("--max-parallel", type=int, help="points running at once (default: this machine's CPUs)")
+    sweep.add_argument("--address", help="address of a running Ray cluster (default: start a local one)")
     analyze = commands.add_parser("analyze", help="turn run directories into metric tables, plots and a report (Spark)")
-    analyze.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
+    analyze.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run or sweep directories")
     analyze.add_argument("--out", type=Path, default=Path("report"), help="report directory (default: report)")
     analyze.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the run)")
     analyze.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
@@ -46,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {"run": _run, "validate": _validate, "analyze": _analyze, "figure": _figure, "calibrate": _calibrate}
+        commands = {"run": _run, "validate": _validate, "sweep": _sweep, "analyze": _analyze, "figure": _figure,
+                    "calibrate": _calibrate}
         return commands[args.command](args)
     except InputError as exc:
         print(f"pubsub-emu: error: {exc}", file=sys.stderr)
@@ -111,7 +121,11 @@ def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: st
 
     import analysis.job
     from analysis.runs import RunError, check_runs
+    from experiments.sweep import run_dirs
 
+    runs = [run for path in runs for run in run_dirs(path)]  # a sweep directory stands for its points
+    if not runs:
+        raise InputError("analyze: the sweep directories given hold no complete point")
     try:
         check_runs(runs)  # fail fast, before a JVM starts
     except RunError as exc:
@@ -122,6 +136,30 @@ def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: st
     if bucket is not None:
         command += ["--bucket", str(bucket)]
     return subprocess.run(command).returncode
+
+
+def _sweep(args) -> int:
+    import os
+
+    from experiments import sweep
+    from experiments.scenario import resolve
+
+    axes = sweep.parse_grid(args.grid)
+    base = resolve(args.scenario, args.overrides)
+    points = sweep.points(axes, args.repeat, base.name, base.seed, args.overrides)
+    for point in points:  # every point is valid before anything runs
+        resolve(args.scenario, point.overrides)
+    if args.max_parallel is not None and args.max_parallel < 1:
+        raise InputError(f"--max-parallel {args.max_parallel}: expected at least 1")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path(base.scenario["output"]["dir"]) / f"{base.name}-sweep-{stamp}"
+    record = sweep.run_sweep(args.scenario, points, out, args.max_parallel or os.cpu_count() or 1, args.address,
+                             report=lambda line: print(line, file=sys.stderr))
+    failed = [p["name"] for p in record["points"] if p["status"] != "complete"]
+    if failed:
+        print(f"pubsub-emu: sweep: {len(failed)} of {len(points)} points failed: {', '.join(failed)}", file=sys.stderr)
+    print(out)
+    return 1 if failed else 0
 
 
 def _figure(args) -> int:

@@ -61,11 +61,13 @@ def load(name: str) -> Figure:
     runs = {}
     for label, entry in (data.get("runs") or {}).items():
         if not isinstance(entry, dict) or "scenario" not in entry or set(entry) - {"scenario", "set", "small"}:
-            raise InputError(f"{path}: runs.{label}: expected {{scenario: FILE, set: [KEY=VALUE, ...], small: [...]}}")
+            raise InputError(f"{path}: runs.{label}: expected {{scenario: FILE, set: [KEY=VALUE, ...], "
+                             "small: [...]}}")
         scenario = SCENARIO_DIR / entry["scenario"]
         if not scenario.is_file():
             raise InputError(f"{path}: runs.{label}.scenario: {scenario} not found")
-        runs[str(label)] = (scenario, [str(s) for s in entry.get("set") or []], [str(s) for s in entry.get("small") or []])
+        runs[str(label)] = (scenario, [str(s) for s in entry.get("set") or []],
+                            [str(s) for s in entry.get("small") or []])
     if not runs:
         raise InputError(f"{path}: runs: a figure needs at least one run")
     return Figure(name, str(data.get("title", name)), str(data.get("paper", "")), runs,

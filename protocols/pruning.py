@@ -66,7 +66,8 @@ class PruningSettings:
         if values.setdefault("variant", "selective") not in VARIANTS:
             raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {values['variant']!r}")
         if values.get("no_statistics", cls.no_statistics) not in NO_STATISTICS:
-            raise ValueError(f"no_statistics: expected one of {', '.join(NO_STATISTICS)}, got {values['no_statistics']!r}")
+            raise ValueError(f"no_statistics: expected one of {', '.join(NO_STATISTICS)}, "
+                             f"got {values['no_statistics']!r}")
         if "window" in values:
             values["window_us"] = parse_duration(values.pop("window"), "window")
         thresholds = values.get("thresholds", list(cls.thresholds))

@@ -326,7 +326,10 @@ class SoftLinks:
         """Per view id at two or more hops, publications sent toward it in the profile window
         (to a tenth of the window) times the primary hops a direct link would skip."""
         first = self._first_bucket(now)
-        counts = sum((c for bucket, c in self._sent_toward if bucket >= first), np.zeros(len(self.view.nodes), np.int64))
+        counts = np.zeros(len(self.view.nodes), np.int64)
+        for bucket, sent in self._sent_toward:
+            if bucket >= first:
+                counts += sent
         depth = self.view.depth
         return {node: int(counts[node]) * (depth[node] - 1) for node in np.flatnonzero(counts).tolist()
                 if depth[node] >= 2}

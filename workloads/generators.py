@@ -411,7 +411,8 @@ def zipf_groups(
         g = rng.choices(range(groups), popularity)[0]
         low, attr = round(rng.uniform(0, 100 - width), 2), f"a{rng.randrange(attributes)}"
         records.append({"t": round(t, 6), "op": "subscribe", "client": f"S{i}", "broker": rng.choice(brokers),
-                        "id": f"S{i}", "filter": f"[class,eq,'G{g}'],[{attr},>=,{low}],[{attr},<,{round(low + width, 2)}]"})
+                        "id": f"S{i}",
+                        "filter": f"[class,eq,'G{g}'],[{attr},>=,{low}],[{attr},<,{round(low + width, 2)}]"})
         t += subscribe_interval
     t += 1.0
     for i in range(publications):

@@ -1,0 +1,165 @@
+"""``pubsub-emu sweep``: a grid of scenario variants run as concurrent Ray tasks.
+
+Each point of the grid (the product of the ``--grid KEY=V1,V2`` axes, times ``--repeat``
+seeds) is the scenario with that point's overrides; it runs in its own Ray task, in that
+task's process (``runtime.hosts=0`` unless the sweep sets ``runtime.hosts``), into
+``OUT/<point>``. ``OUT/sweep.json`` lists the points with their overrides, status
+(``pending``, ``complete``, ``failed``), wall time and error, and is rewritten as points
+finish. A failed point leaves the others running; running the same sweep into the same
+directory again skips the complete points and reruns the rest.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocols.errors import InputError
+
+SWEEP_FILE = "sweep.json"
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str  # the point's run directory under the sweep's
+    overrides: list[str]
+
+
+def parse_grid(grids: list[str]) -> list[tuple[str, list[str]]]:
+    """``KEY=V1,V2`` axes, in the order given."""
+    axes = []
+    for grid in grids:
+        key, sep, values = grid.partition("=")
+        if not sep or not key or not values or any(not v for v in values.split(",")):
+            raise InputError(f"--grid {grid!r}: expected KEY=V1,V2,... with a dotted key, "
+                             "e.g. protocol.covering=active,lazy")
+        if key in (k for k, _ in axes):
+            raise InputError(f"--grid {grid!r}: key {key!r} is given twice")
+        axes.append((key, values.split(",")))
+    if not axes:
+        raise InputError("sweep: give at least one --grid KEY=V1,V2")
+    return axes
+
+
+def points(axes: list[tuple[str, list[str]]], repeat: int, name: str, seed: int, fixed: list[str]) -> list[Point]:
+    """Every combination of the axes' values (the last axis varying fastest), each ``repeat``
+    times with seeds ``seed``, ``seed + 1``, ...; ``fixed`` overrides come first, and each
+    run is named ``<name>-<point>``."""
+    if repeat < 1:
+        raise InputError(f"--repeat {repeat}: expected at least 1")
+    found = []
+    for values in itertools.product(*(vals for _, vals in axes)):
+        chosen = [f"{key}={value}" for (key, _), value in zip(axes, values)]
+        label = "_".join(f"{_slug(key.rsplit('.', 1)[-1])}-{_slug(value)}" for (key, _), value in zip(axes, values))
+        for r in range(repeat):
+            point = label + (f"_seed{seed + r}" if repeat > 1 else "")
+            seeded = [f"seed={seed + r}"] if repeat > 1 else []
+            found.append(Point(point, [*fixed, *chosen, *seeded, f"name={name}-{point}"]))
+    names = [p.name for p in found]
+    if len(set(names)) != len(names):
+        twice = sorted(n for n in set(names) if names.count(n) > 1)
+        raise InputError(f"--grid: two values name the same point ({', '.join(twice)})")
+    return found
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-") or "x"
+
+
+def run_sweep(scenario: Path, sweep_points: list[Point], out: Path, max_parallel: int, address: str | None,
+              report=print) -> dict:
+    """Run the points not complete in ``out`` yet; returns the sweep record (also in sweep.json)."""
+    import ray
+
+    from actors.coordinator import _ray
+
+    record = _record(scenario, sweep_points, out)
+    pending = [p for p in record["points"] if p["status"] != "complete"]
+    for done in record["points"]:
+        if done["status"] == "complete":
+            report(f"sweep: {done['name']}: complete already, skipped")
+    _ray(address)
+    task = ray.remote(num_cpus=1)(_run_point)
+    running: dict = {}
+    started = time.perf_counter()
+    while pending or running:
+        while pending and len(running) < max_parallel:
+            point = pending.pop(0)
+            shutil.rmtree(out / point["name"], ignore_errors=True)  # a partial run of an earlier sweep
+            running[task.remote(str(scenario), point["overrides"], str(out / point["name"]))] = point
+        ready, _ = ray.wait(list(running), num_returns=1)
+        point = running.pop(ready[0])
+        point.update(ray.get(ready[0]))
+        report(f"sweep: {point['name']}: {point['status']} in {point['wall_s']:.1f} s"
+               + (f" ({point['error']})" if point.get("error") else ""))
+        _write(out, record)
+    record["wall_s"] = round(time.perf_counter() - started, 3)
+    _write(out, record)
+    return record
+
+
+def _run_point(scenario: str, overrides: list[str], run_dir: str) -> dict:
+    """One point, in a Ray task's process; never raises (a failure is the point's status)."""
+    from actors.coordinator import run
+    from experiments.scenario import resolve
+
+    started = time.perf_counter()
+    try:
+        hosts = [] if any(o.startswith("runtime.hosts=") for o in overrides) else ["runtime.hosts=0"]
+        run(resolve(Path(scenario), [*overrides, *hosts]), Path(run_dir), progress=False)
+        status, error = "complete", None
+    except Exception as exc:  # noqa: BLE001 (reported in sweep.json, the other points go on)
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+    return {"status": status, "wall_s": round(time.perf_counter() - started, 3), "error": error}
+
+
+def _record(scenario: Path, sweep_points: list[Point], out: Path) -> dict:
+    """The sweep record: the one in ``out`` when it is this sweep's (complete points stay)."""
+    fresh = {"scenario": str(scenario.resolve()), "points": [
+        {"name": p.name, "overrides": p.overrides, "status": "pending", "wall_s": None, "error": None}
+        for p in sweep_points]}
+    existing = out / SWEEP_FILE
+    if existing.is_file():
+        old = json.loads(existing.read_text())
+        def grid(record: dict) -> list:
+            return [(p["name"], p["overrides"]) for p in record["points"]]
+
+        same = old.get("scenario") == fresh["scenario"] and grid(old) == grid(fresh)
+        if not same:
+            raise InputError(f"--out {out}: holds another sweep (other scenario or grid); choose another directory")
+        for point in old["points"]:
+            manifest = out / point["name"] / "manifest.json"
+            if point["status"] == "complete" and not _complete(manifest):
+                point["status"] = "pending"
+        return old
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"--out {out}: already exists and holds no sweep")
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out, fresh)
+    return fresh
+
+
+def _complete(manifest: Path) -> bool:
+    try:
+        return json.loads(manifest.read_text()).get("status") == "complete"
+    except (OSError, ValueError):
+        return False
+
+
+def _write(out: Path, record: dict) -> None:
+    tmp = out / f".{SWEEP_FILE}.tmp"
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, out / SWEEP_FILE)
+
+
+def run_dirs(path: Path) -> list[Path]:
+    """A sweep directory's complete points, or ``[path]`` for a run directory."""
+    record = path / SWEEP_FILE
+    if not record.is_file():
+        return [path]
+    return [path / p["name"] for p in json.loads(record.read_text())["points"] if p["status"] == "complete"]

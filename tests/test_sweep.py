@@ -1,0 +1,68 @@
+"""``pubsub-emu sweep``: the grid's points, concurrent Ray tasks, sweep.json, resuming, failures."""
+import json
+
+import pytest
+
+from actors.results import read_table
+from experiments.cli import main
+from experiments.sweep import parse_grid, points, run_dirs
+from protocols.errors import InputError
+from tests.conftest import PROJECT_ROOT
+
+SCENARIO = PROJECT_ROOT / "experiments" / "scenarios" / "unsub_burst_small_active.yaml"
+
+
+def test_points_are_the_product_of_the_axes_with_seeds_for_repeats():
+    axes = parse_grid(["protocol.covering=active,lazy", "workload.generator.degree=10,30"])
+    found = points(axes, 2, "burst", 7, ["duration=30s"])
+    assert [p.name for p in found[:3]] == ["covering-active_degree-10_seed7", "covering-active_degree-10_seed8",
+                                           "covering-active_degree-30_seed7"]
+    assert len(found) == 8
+    assert found[1].overrides == ["duration=30s", "protocol.covering=active", "workload.generator.degree=10", "seed=8",
+                                  "name=burst-covering-active_degree-10_seed8"]
+    for bad in (["protocol.covering"], ["=a,b"], ["x=a,,b"], ["x=a", "x=b"], []):
+        with pytest.raises(InputError):
+            parse_grid(bad)
+    with pytest.raises(InputError, match="same point"):
+        points(parse_grid(["x=a b,a-b"]), 1, "n", 0, [])
+
+
+def test_invalid_points_stop_the_sweep_before_anything_runs(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(SCENARIO), "--grid", "protocol.covering=active,sideways", "--out", str(out)]) == 2
+    assert "protocol.covering: expected one of" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sweep_runs_every_point_records_failures_and_resumes(tmp_path, ray_session, capsys):
+    out = tmp_path / "sweep"
+    command = ["sweep", str(SCENARIO), "--grid", "protocol.covering=none,active", "--grid",
+               "workload.generator.degree=10,30", "--set", "duration=40s", "--out", str(out), "--max-parallel", "2"]
+    out.mkdir()
+    (out / "covering-active_degree-30").write_text("in the way")  # this point cannot make its run directory
+    (out / "sweep.json").write_text(json.dumps({"scenario": str(SCENARIO.resolve()), "points": [
+        {"name": p.name, "overrides": p.overrides, "status": "pending", "wall_s": None, "error": None}
+        for p in points(parse_grid(command[3:6:2]), 1, "unsub_burst_small_active", 1, ["duration=40s"])]}))
+    assert main(command) == 1
+    record = json.loads((out / "sweep.json").read_text())
+    status = {p["name"]: p["status"] for p in record["points"]}
+    assert status == {"covering-none_degree-10": "complete", "covering-none_degree-30": "complete",
+                      "covering-active_degree-10": "complete", "covering-active_degree-30": "failed"}
+    assert "FileExistsError" in record["points"][3]["error"]
+    deliveries = {}
+    for name in (n for n, s in status.items() if s == "complete"):
+        pairs = read_table(out / name, "deliveries").select(["pub_id", "sub_id"]).to_pydict()
+        deliveries[name] = sorted(zip(pairs["pub_id"], pairs["sub_id"]))
+    assert deliveries["covering-none_degree-10"] == deliveries["covering-active_degree-10"]  # covering: same receivers
+    assert deliveries["covering-none_degree-10"] != deliveries["covering-none_degree-30"]
+    manifest = json.loads((out / "covering-none_degree-30" / "manifest.json").read_text())
+    assert manifest["name"] == "unsub_burst_small_active-covering-none_degree-30" and manifest["hosts"] == 0
+    capsys.readouterr()
+    (out / "covering-active_degree-30").unlink()
+    assert main(command) == 0  # the same sweep again: only the failed point runs
+    err = capsys.readouterr().err
+    assert err.count("complete already, skipped") == 3 and "covering-active_degree-30: complete" in err
+    assert len(run_dirs(out)) == 4 and run_dirs(SCENARIO) == [SCENARIO]
+    other = ["sweep", str(SCENARIO), "--grid", "protocol.covering=lazy", "--out", str(out)]
+    assert main(other) == 2  # another sweep's directory
