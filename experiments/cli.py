@@ -6,6 +6,7 @@ no traceback, nothing written), 1 on a run that failed after starting.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from datetime import datetime
@@ -46,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     figure.add_argument("--list", action="store_true", help="name the figures")
     figure.add_argument("--out", type=Path, help="output directory (default: figures/NAME)")
     figure.add_argument("--small", action="store_true", help="test-sized runs")
+    figure.add_argument("--max-parallel", type=int, help="runs at once (default: this machine's CPUs)")
+    figure.add_argument("--address", help="address of a running Ray cluster (default: start a local one)")
     calibrate = commands.add_parser("calibrate", help="time this machine's index and fit a cost profile")
     calibrate.add_argument("--out", type=Path, default=Path("calibrated.yaml"))
     calibrate.add_argument("--sizes", default="1000,4000,16000", help="routing-table sizes to time")
@@ -139,21 +142,19 @@ def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: st
 
 
 def _sweep(args) -> int:
-    import os
-
     from experiments import sweep
     from experiments.scenario import resolve
 
     axes = sweep.parse_grid(args.grid)
     base = resolve(args.scenario, args.overrides)
-    points = sweep.points(axes, args.repeat, base.name, base.seed, args.overrides)
+    points = sweep.points(args.scenario, axes, args.repeat, base.name, base.seed, args.overrides)
     for point in points:  # every point is valid before anything runs
         resolve(args.scenario, point.overrides)
     if args.max_parallel is not None and args.max_parallel < 1:
         raise InputError(f"--max-parallel {args.max_parallel}: expected at least 1")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(base.scenario["output"]["dir"]) / f"{base.name}-sweep-{stamp}"
-    record = sweep.run_sweep(args.scenario, points, out, args.max_parallel or os.cpu_count() or 1, args.address,
+    record = sweep.run_sweep(points, out, args.max_parallel or os.cpu_count() or 1, args.address,
                              report=lambda line: print(line, file=sys.stderr))
     failed = [p["name"] for p in record["points"] if p["status"] != "complete"]
     if failed:
@@ -176,8 +177,11 @@ def _figure(args) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"--out {out}: already exists and is not an empty directory")
     figures.check(figure, args.small)
+    if args.max_parallel is not None and args.max_parallel < 1:
+        raise InputError(f"--max-parallel {args.max_parallel}: expected at least 1")
     try:
-        page = figures.run_figure(figure, out, args.small, analyse)
+        page = figures.run_figure(figure, out, args.small, analyse, args.max_parallel or os.cpu_count() or 1,
+                                  args.address, report=lambda line: print(line, file=sys.stderr))
     except Exception as exc:
         print(f"pubsub-emu: figure failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -11,9 +11,9 @@ A figure is a small YAML file in ``experiments/figures/``:
                                    # own ``small`` ones come after these)
     plots: [Delivery delay over time, ...]   # the report's figures this one shows
 
-``run_figure`` runs each variant one after another into ``OUT/runs/<label>`` (named
-``<figure>-<label>``), analyses them side by side into ``OUT/report`` and writes
-``OUT/figure.md``: the summary rows and the chosen plots.
+``run_figure`` runs the variants as a sweep (concurrent Ray tasks, ``experiments/sweep.py``)
+into ``OUT/runs/<label>`` (named ``<figure>-<label>``), analyses them side by side into
+``OUT/report`` and writes ``OUT/figure.md``: the summary rows and the chosen plots.
 """
 from __future__ import annotations
 
@@ -82,23 +82,21 @@ def check(figure: Figure, small: bool) -> None:
         resolve(scenario, figure.overrides(label, small))
 
 
-def run_figure(figure: Figure, out: Path, small: bool, analyse) -> Path:
-    """Run every variant, analyse them with ``analyse(run_dirs, report_dir) -> exit status``
-    and write ``OUT/figure.md``; returns its path."""
-    from actors.coordinator import run
-    from experiments.scenario import resolve
+def run_figure(figure: Figure, out: Path, small: bool, analyse, max_parallel: int, address: str | None = None,
+               report=print) -> Path:
+    """Run every variant (``max_parallel`` at once), analyse them with ``analyse(run_dirs,
+    report_dir) -> exit status`` and write ``OUT/figure.md``; returns its path."""
+    from experiments.sweep import Point, run_sweep
 
     check(figure, small)
-    run_dirs = []
-    for label, (scenario, *_) in figure.runs.items():
-        run_dir = out / "runs" / label
-        manifest = run(resolve(scenario, figure.overrides(label, small)), run_dir)
-        print(f"figure {figure.name}: {label}: {manifest['events']:,} messages in {manifest['wall_s']:.1f} s")
-        run_dirs.append(run_dir)
-    report = out / "report"
-    if analyse(run_dirs, report) != 0:
+    points = [Point(label, scenario, figure.overrides(label, small)) for label, (scenario, *_) in figure.runs.items()]
+    record = run_sweep(points, out / "runs", max_parallel, address, report)
+    failed = [p["name"] for p in record["points"] if p["status"] != "complete"]
+    if failed:
+        raise RuntimeError(f"runs failed: {', '.join(failed)} (see {out / 'runs' / 'sweep.json'})")
+    if analyse([out / "runs" / p.name for p in points], out / "report") != 0:
         raise RuntimeError(f"the analysis of {out / 'runs'} failed")
-    return _write_page(figure, out, report, small)
+    return _write_page(figure, out, out / "report", small)
 
 
 def _write_page(figure: Figure, out: Path, report: Path, small: bool) -> Path:

@@ -27,6 +27,7 @@ SWEEP_FILE = "sweep.json"
 @dataclass(frozen=True)
 class Point:
     name: str  # the point's run directory under the sweep's
+    scenario: Path
     overrides: list[str]
 
 
@@ -46,7 +47,8 @@ def parse_grid(grids: list[str]) -> list[tuple[str, list[str]]]:
     return axes
 
 
-def points(axes: list[tuple[str, list[str]]], repeat: int, name: str, seed: int, fixed: list[str]) -> list[Point]:
+def points(scenario: Path, axes: list[tuple[str, list[str]]], repeat: int, name: str, seed: int,
+           fixed: list[str]) -> list[Point]:
     """Every combination of the axes' values (the last axis varying fastest), each ``repeat``
     times with seeds ``seed``, ``seed + 1``, ...; ``fixed`` overrides come first, and each
     run is named ``<name>-<point>``."""
@@ -59,7 +61,7 @@ def points(axes: list[tuple[str, list[str]]], repeat: int, name: str, seed: int,
         for r in range(repeat):
             point = label + (f"_seed{seed + r}" if repeat > 1 else "")
             seeded = [f"seed={seed + r}"] if repeat > 1 else []
-            found.append(Point(point, [*fixed, *chosen, *seeded, f"name={name}-{point}"]))
+            found.append(Point(point, scenario, [*fixed, *chosen, *seeded, f"name={name}-{point}"]))
     names = [p.name for p in found]
     if len(set(names)) != len(names):
         twice = sorted(n for n in set(names) if names.count(n) > 1)
@@ -71,14 +73,13 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-") or "x"
 
 
-def run_sweep(scenario: Path, sweep_points: list[Point], out: Path, max_parallel: int, address: str | None,
-              report=print) -> dict:
+def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: str | None, report=print) -> dict:
     """Run the points not complete in ``out`` yet; returns the sweep record (also in sweep.json)."""
     import ray
 
     from actors.coordinator import _ray
 
-    record = _record(scenario, sweep_points, out)
+    record = _record(sweep_points, out)
     pending = [p for p in record["points"] if p["status"] != "complete"]
     for done in record["points"]:
         if done["status"] == "complete":
@@ -91,7 +92,7 @@ def run_sweep(scenario: Path, sweep_points: list[Point], out: Path, max_parallel
         while pending and len(running) < max_parallel:
             point = pending.pop(0)
             shutil.rmtree(out / point["name"], ignore_errors=True)  # a partial run of an earlier sweep
-            running[task.remote(str(scenario), point["overrides"], str(out / point["name"]))] = point
+            running[task.remote(point["scenario"], point["overrides"], str(out / point["name"]))] = point
         ready, _ = ray.wait(list(running), num_returns=1)
         point = running.pop(ready[0])
         point.update(ray.get(ready[0]))
@@ -118,19 +119,19 @@ def _run_point(scenario: str, overrides: list[str], run_dir: str) -> dict:
     return {"status": status, "wall_s": round(time.perf_counter() - started, 3), "error": error}
 
 
-def _record(scenario: Path, sweep_points: list[Point], out: Path) -> dict:
+def _record(sweep_points: list[Point], out: Path) -> dict:
     """The sweep record: the one in ``out`` when it is this sweep's (complete points stay)."""
-    fresh = {"scenario": str(scenario.resolve()), "points": [
-        {"name": p.name, "overrides": p.overrides, "status": "pending", "wall_s": None, "error": None}
-        for p in sweep_points]}
+    fresh = {"points": [
+        {"name": p.name, "scenario": str(Path(p.scenario).resolve()), "overrides": p.overrides, "status": "pending",
+         "wall_s": None, "error": None} for p in sweep_points]}
     existing = out / SWEEP_FILE
     if existing.is_file():
         old = json.loads(existing.read_text())
-        def grid(record: dict) -> list:
-            return [(p["name"], p["overrides"]) for p in record["points"]]
 
-        same = old.get("scenario") == fresh["scenario"] and grid(old) == grid(fresh)
-        if not same:
+        def grid(record: dict) -> list:
+            return [(p["name"], p.get("scenario"), p["overrides"]) for p in record["points"]]
+
+        if grid(old) != grid(fresh):
             raise InputError(f"--out {out}: holds another sweep (other scenario or grid); choose another directory")
         for point in old["points"]:
             manifest = out / point["name"] / "manifest.json"

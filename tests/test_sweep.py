@@ -5,7 +5,7 @@ import pytest
 
 from actors.results import read_table
 from experiments.cli import main
-from experiments.sweep import parse_grid, points, run_dirs
+from experiments.sweep import _record, parse_grid, points, run_dirs
 from protocols.errors import InputError
 from tests.conftest import PROJECT_ROOT
 
@@ -14,7 +14,7 @@ SCENARIO = PROJECT_ROOT / "experiments" / "scenarios" / "unsub_burst_small_activ
 
 def test_points_are_the_product_of_the_axes_with_seeds_for_repeats():
     axes = parse_grid(["protocol.covering=active,lazy", "workload.generator.degree=10,30"])
-    found = points(axes, 2, "burst", 7, ["duration=30s"])
+    found = points(SCENARIO, axes, 2, "burst", 7, ["duration=30s"])
     assert [p.name for p in found[:3]] == ["covering-active_degree-10_seed7", "covering-active_degree-10_seed8",
                                            "covering-active_degree-30_seed7"]
     assert len(found) == 8
@@ -24,7 +24,7 @@ def test_points_are_the_product_of_the_axes_with_seeds_for_repeats():
         with pytest.raises(InputError):
             parse_grid(bad)
     with pytest.raises(InputError, match="same point"):
-        points(parse_grid(["x=a b,a-b"]), 1, "n", 0, [])
+        points(SCENARIO, parse_grid(["x=a b,a-b"]), 1, "n", 0, [])
 
 
 def test_invalid_points_stop_the_sweep_before_anything_runs(tmp_path, capsys):
@@ -39,11 +39,9 @@ def test_sweep_runs_every_point_records_failures_and_resumes(tmp_path, ray_sessi
     out = tmp_path / "sweep"
     command = ["sweep", str(SCENARIO), "--grid", "protocol.covering=none,active", "--grid",
                "workload.generator.degree=10,30", "--set", "duration=40s", "--out", str(out), "--max-parallel", "2"]
-    out.mkdir()
+    grid = parse_grid(["protocol.covering=none,active", "workload.generator.degree=10,30"])
+    _record(points(SCENARIO, grid, 1, "unsub_burst_small_active", 1, ["duration=40s"]), out)  # as a sweep starts
     (out / "covering-active_degree-30").write_text("in the way")  # this point cannot make its run directory
-    (out / "sweep.json").write_text(json.dumps({"scenario": str(SCENARIO.resolve()), "points": [
-        {"name": p.name, "overrides": p.overrides, "status": "pending", "wall_s": None, "error": None}
-        for p in points(parse_grid(command[3:6:2]), 1, "unsub_burst_small_active", 1, ["duration=40s"])]}))
     assert main(command) == 1
     record = json.loads((out / "sweep.json").read_text())
     status = {p["name"]: p["status"] for p in record["points"]}
