@@ -22,8 +22,8 @@ Implements "Opportunistic Multi-Path Forwarding in Content-Based Publish/Subscri
 - Adaptive links: every ``round`` a broker ranks its soft and candidate links by gain, the
   publications it sent toward the link's far end over the last ``profile_window`` times the
   primary hops the link skips (distance - 1); it holds the best up to ``fanout`` links in all,
-  keeps up to ``candidates`` candidates among the brokers just beyond its busiest paths, and
-  does not take back a dropped link for ``block``. Link changes are messages of their own
+  keeps as candidates the ``candidates`` unheld brokers of highest gain (they lie along its
+  busiest paths), and does not take back a dropped link for ``block``. Link changes are messages of their own
   kinds (``soft_open``, ``soft_close``) and events (``soft_link_opened``/``_closed``).
 
 Deliberate differences:
@@ -36,7 +36,10 @@ Deliberate differences:
   broker's links, so it cannot change their ranking: gains here are not scaled.
 - A publication is "sent toward" a broker when that broker lies on the primary path to one
   of the publication's matching anchors; that is how candidate links, which carry nothing,
-  are profiled.
+  are profiled. Candidates are chosen by that gain, not drawn from the far side of the
+  busiest links as such.
+- Uplink capacity is in messages per second (no message sizes).
+- Delta-moves (moving a primary link) are not implemented.
 """
 from __future__ import annotations
 
@@ -51,7 +54,6 @@ from .messages import Message
 from .routing import LOCAL
 
 STRATEGIES = ("S0", "S1", "S2", "SH")
-LINK_KINDS = ("soft_open", "soft_close")
 
 
 @dataclass(frozen=True)
