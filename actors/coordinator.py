@@ -22,6 +22,8 @@ from pathlib import Path
 
 import networkx as nx
 
+import topologies
+
 from protocols.stack import broker_class
 from workloads.trace import Injection
 
@@ -129,7 +131,7 @@ def host_specs(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, in
     latency = {}
     for a, b, data in graph.edges(data=True):
         latency[(a, b)] = latency[(b, a)] = data["latency_us"]
-    overlay = {n: sorted(graph.neighbors(n)) for n in sorted(graph)}
+    overlay = topologies.neighbours(graph)
     specs = []
     for host in range(max(hosts, 1)):
         mine = sorted(n for n in graph if placement[n] == host)

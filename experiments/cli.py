@@ -66,10 +66,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _check_out_free(out: Path) -> None:
+    """``--out`` may be a new path or an empty directory, so nothing is overwritten."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"--out {out}: already exists and is not an empty directory")
+
+
+def _max_parallel(args) -> int:
+    """``--max-parallel``, or this machine's CPUs."""
+    if args.max_parallel is not None and args.max_parallel < 1:
+        raise InputError(f"--max-parallel {args.max_parallel}: expected at least 1")
+    return args.max_parallel or os.cpu_count() or 1
+
+
 def _run_directory(args, spec) -> Path:
     if args.out is not None:
-        if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-            raise InputError(f"--out {args.out}: already exists and is not an empty directory")
+        _check_out_free(args.out)
         if args.out.is_dir():
             args.out.rmdir()
         return args.out
@@ -150,11 +162,10 @@ def _sweep(args) -> int:
     points = sweep.points(args.scenario, axes, args.repeat, base.name, base.seed, args.overrides)
     for point in points:  # every point is valid before anything runs
         resolve(args.scenario, point.overrides)
-    if args.max_parallel is not None and args.max_parallel < 1:
-        raise InputError(f"--max-parallel {args.max_parallel}: expected at least 1")
+    max_parallel = _max_parallel(args)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(base.scenario["output"]["dir"]) / f"{base.name}-sweep-{stamp}"
-    record = sweep.run_sweep(points, out, args.max_parallel or os.cpu_count() or 1, args.address,
+    record = sweep.run_sweep(points, out, max_parallel, args.address,
                              report=lambda line: print(line, file=sys.stderr))
     failed = [p["name"] for p in record["points"] if p["status"] != "complete"]
     if failed:
@@ -174,14 +185,13 @@ def _figure(args) -> int:
         raise InputError("figure: name a figure, or --list to see them")
     figure = figures.load(args.name)
     out = args.out or Path("figures") / (args.name + ("-small" if args.small else ""))
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"--out {out}: already exists and is not an empty directory")
-    figures.check(figure, args.small)
-    if args.max_parallel is not None and args.max_parallel < 1:
-        raise InputError(f"--max-parallel {args.max_parallel}: expected at least 1")
-    try:
-        page = figures.run_figure(figure, out, args.small, analyse, args.max_parallel or os.cpu_count() or 1,
-                                  args.address, report=lambda line: print(line, file=sys.stderr))
+    _check_out_free(out)
+    max_parallel = _max_parallel(args)
+    try:  # run_figure resolves every run before anything runs
+        page = figures.run_figure(figure, out, args.small, analyse, max_parallel, args.address,
+                                  report=lambda line: print(line, file=sys.stderr))
+    except InputError:
+        raise
     except Exception as exc:
         print(f"pubsub-emu: figure failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -196,11 +196,7 @@ def _pruning(protocol: dict, path: Path) -> dict | None:
     if protocol["covering"] not in ("active", "packing"):
         raise InputError(f"{path}: protocol.pruning: needs protocol.covering active or packing, "
                          f"got {protocol['covering']!r}")
-    try:
-        settings = PruningSettings.parse(given, lambda value, key: parse_duration(value, f"{path}: protocol.pruning.{key}"))
-    except ValueError as exc:
-        raise InputError(f"{path}: protocol.pruning.{exc}") from None
-    return dataclasses.asdict(settings)
+    return _parsed_settings(PruningSettings, given, "pruning", path)
 
 
 def _soft_links(protocol: dict, path: Path) -> dict | None:
@@ -215,11 +211,17 @@ def _soft_links(protocol: dict, path: Path) -> dict | None:
                          f"not {protocol['covering']!r}")
     if protocol["pruning"] is not None:
         raise InputError(f"{path}: protocol.soft_links: does not compose with protocol.pruning (set it to null)")
+    return _parsed_settings(SoftLinkSettings, given, "soft_links", path)
+
+
+def _parsed_settings(settings_class, given: dict, key: str, path: Path) -> dict:
+    """A protocol's settings class parsing ``protocol.<key>`` (durations in microseconds), as
+    a mapping of every setting; its ValueError becomes an InputError naming the key."""
     try:
-        settings = SoftLinkSettings.parse(
-            given, lambda value, key: parse_duration(value, f"{path}: protocol.soft_links.{key}"))
+        settings = settings_class.parse(
+            given, lambda value, name: parse_duration(value, f"{path}: protocol.{key}.{name}"))
     except ValueError as exc:
-        raise InputError(f"{path}: protocol.soft_links.{exc}") from None
+        raise InputError(f"{path}: protocol.{key}.{exc}") from None
     return dataclasses.asdict(settings)
 
 
@@ -227,9 +229,8 @@ def _check_soft_links(protocol: dict, graph, path: Path) -> None:
     """The static soft and candidate links name brokers within reach (needs the overlay)."""
     if protocol["soft_links"] is None:
         return
-    overlay = {n: sorted(graph.neighbors(n)) for n in graph}
     try:
-        SoftLinkSettings(**protocol["soft_links"]).check_links(overlay)
+        SoftLinkSettings(**protocol["soft_links"]).check_links(topologies.neighbours(graph))
     except ValueError as exc:
         raise InputError(f"{path}: protocol.soft_links.{exc}") from None
 

@@ -5,6 +5,7 @@ network delivers when every operation completes before the next begins: a public
 conforms to one of its publisher's active advertisements reaches every active subscription
 it matches, and nothing else.
 """
+import topologies
 from actors.pump import SyncPump
 from protocols.language import conforms, matches, parse_filter, parse_publication
 from protocols.stack import make_broker
@@ -33,7 +34,7 @@ class Pump(SyncPump):
     """A network of brokers run synchronously, recording deliveries, sends and events."""
 
     def __init__(self, graph, protocol: dict | None = None) -> None:
-        overlay = {n: sorted(graph.neighbors(n)) for n in sorted(graph)}
+        overlay = topologies.neighbours(graph)
         super().__init__({n: make_broker(n, overlay[n], protocol, overlay) for n in sorted(graph)})
         self.deliveries: list[tuple[str, str]] = []
         self.sent: list[tuple[str, str, str, str]] = []  # (sender, destination, kind, id)

@@ -15,13 +15,9 @@ from workloads.generators import random_mix
 from .oracle import Pump, expected_deliveries
 
 
-def overlay_of(graph) -> dict[str, list[str]]:
-    return {n: sorted(graph.neighbors(n)) for n in graph}
-
-
 def random_links(graph, delta: int, rng: random.Random, most: int = 3) -> dict:
     """Up to ``most`` soft links per broker, to random brokers two to ``delta`` hops away."""
-    overlay, links = overlay_of(graph), {}
+    overlay, links = topologies.neighbours(graph), {}
     for broker in sorted(graph):
         view = DeltaView(broker, overlay, delta)
         far = [n for n in view.nodes if view.depth[view.id[n]] >= 2]
@@ -167,7 +163,7 @@ def test_covering_keeps_a_covered_subscription_with_another_anchor():
 
 def test_delta_view_holds_the_tree_within_delta_hops():
     graph = topologies.balanced_tree(2, 4)
-    view = DeltaView("B1", overlay_of(graph), 2)
+    view = DeltaView("B1", topologies.neighbours(graph), 2)
     expected = nx.single_source_shortest_path_length(graph, "B1", cutoff=2)
     assert {n: view.depth[view.id[n]] for n in view.nodes} == expected
     assert view.nodes[view.meet(view.id["B7"], view.id["B8"])] == "B3"
@@ -216,7 +212,7 @@ def test_adaptive_links_open_and_deliveries_stay_exact(write_scenario, tmp_path,
     assert len(pairs) == len(set(pairs)) and set(pairs) == expected_deliveries(records)
     opened = [e for e in rows["events"] if e["kind"] == "soft_link_opened"]
     assert opened, "no soft link opened"
-    overlay = overlay_of(topologies.random_tree(30, 1))
+    overlay = topologies.neighbours(topologies.random_tree(30, 1))
     skipped = [m for m in rows["messages"] if m["kind"] == "pub" and m["sender"] is not None
                and m["sender"] not in overlay[m["broker"]]]
     assert skipped, "no copy travelled over a soft link"

@@ -70,6 +70,12 @@ def random_tree(n: int = 20, seed: int = 0, max_degree: int = 0) -> nx.Graph:
     return graph
 
 
+def neighbours(graph: nx.Graph) -> dict[str, list[str]]:
+    """Every broker (in name order) -> its overlay neighbours, sorted: the plain form brokers
+    and their hosts are given the overlay in."""
+    return {n: sorted(graph.neighbors(n)) for n in sorted(graph)}
+
+
 def load_edgelist(path: Path, parse_latency: Callable[[str, str], int]) -> nx.Graph:
     """Lines ``A B`` or ``A B LATENCY``; ``#`` starts a comment."""
     path = Path(path)
