@@ -13,6 +13,10 @@ Ordering rules (the whole determinism story, in one place):
 - Where brokers have an uplink (``uplink_us``: the time one message takes to leave), a
   broker's outgoing messages leave one after another, in the order it sent them, and
   arrive the link's latency after they have left.
+- A broker may pause a local client (its operations wait outside the mailbox, those already
+  queued included) and resume it at another broker: the waiting and the future operations
+  then arrive there in their order, no sooner than the default latency after the resume
+  (the client reconnecting), keeping their trace sequence numbers.
 """
 from __future__ import annotations
 
@@ -64,15 +68,34 @@ class Server:
 class _Context:
     """The broker context while one message is handled (see protocols.broker.Context)."""
 
-    __slots__ = ("now", "queue_len", "uplink_utilisation", "sends", "deliveries", "events")
+    __slots__ = ("now", "queue_len", "uplink_utilisation", "queued_us", "sends", "deliveries", "events",
+                 "client_moves", "_engine", "_server", "_kind")
 
-    def __init__(self, now: int, queue_len: int, uplink_utilisation: float = 0.0) -> None:
+    def __init__(self, now: int, queue_len: int, uplink_utilisation: float = 0.0, queued_us: int = 0,
+                 engine: "Engine | None" = None, server: "Server | None" = None, kind: str = "") -> None:
         self.now = now
         self.queue_len = queue_len
         self.uplink_utilisation = uplink_utilisation  # over the last sampling interval
+        self.queued_us = queued_us  # how long the message in hand waited in the mailbox
         self.sends: list[tuple[str, Message]] = []
         self.deliveries: list[tuple[Message, str, str]] = []
         self.events: list[tuple[str, dict]] = []
+        self.client_moves: list[tuple[str, str | None]] = []  # (client, None: pause | broker: resume there)
+        self._engine, self._server, self._kind = engine, server, kind
+
+    def latency(self, destination: str) -> int:
+        """The latency of this broker's link to ``destination`` (a ping)."""
+        return self._engine.link(self._server, destination)[0]
+
+    def service_us(self) -> int:
+        """The service time the message in hand has cost so far."""
+        return self._engine.costs.service_us(self._kind, self._server.broker.work) if self._kind else 0
+
+    def pause_client(self, client: str) -> None:
+        self.client_moves.append((client, None))
+
+    def resume_client(self, client: str, broker: str) -> None:
+        self.client_moves.append((client, broker))
 
     def send(self, destination: str, message: Message) -> None:
         self.sends.append((destination, message))
@@ -122,6 +145,7 @@ class Engine:
         self.min_service = costs.min_service_us()
         self.last_event_t = 0
         self.arrivals = 0
+        self.paused: dict[tuple[str, str], list[Arrival]] = {}  # (broker, client) -> its waiting operations
 
     # ------------------------------------------------------------------ inputs
 
@@ -177,6 +201,11 @@ class Engine:
         self._sample_until(until)
 
     def _arrive(self, arrival: Arrival, t: int) -> None:
+        if arrival.sender is None and self.paused:
+            held = self.paused.get((arrival.broker, arrival.message.client))
+            if held is not None:
+                held.append(arrival)
+                return
         self.arrivals += 1
         server = self.servers[arrival.broker]
         arrival.queue_len = len(server.queue)
@@ -207,7 +236,9 @@ class Engine:
         its service ends (returned)."""
         broker = server.broker
         message = arrival.message
-        context = server.in_service = _Context(t, len(server.queue) + len(server.blocked))
+        context = server.in_service = _Context(
+            t, len(server.queue) + len(server.blocked), queued_us=t - arrival.key[0], engine=self, server=server,
+            kind=message.kind)
         broker.work.reset()
         broker.handle(message, arrival.sender, context)
         if message.items and message.kind.endswith("_batch"):  # charged as its items would be
@@ -233,6 +264,7 @@ class Engine:
                 append("deliveries", publication.id, sub_id, client, name, publication.t_pub, t, publication.hops)
         for destination, message in done.sends:
             self._send(server, destination, message, t)
+        self._move_clients(server, done.client_moves, t)
         following = None
         if server.queue:
             following = server.queue.popleft()
@@ -242,12 +274,16 @@ class Engine:
             server.queue.append(heapq.heappop(server.blocked)[1])
         return following
 
-    def _send(self, server: Server, destination: str, message: Message, t: int) -> None:
+    def link(self, server: Server, destination: str) -> tuple[int, int, int]:
+        """(latency, broker index, host) of the link from ``server`` to ``destination``."""
         link = server.links.get(destination)
         if link is None:
             latency = self.latency.get((server.name, destination), self.settings.default_latency)
             link = server.links[destination] = (latency, self.index_of[destination], self.host_of[destination])
-        latency, index, host = link
+        return link
+
+    def _send(self, server: Server, destination: str, message: Message, t: int) -> None:
+        latency, index, host = self.link(server, destination)
         uplink = self.settings.uplink_us
         if uplink:
             server.uplink_free = max(t, server.uplink_free) + uplink
@@ -255,11 +291,49 @@ class Engine:
             t = server.uplink_free
         key = (t + latency, ARRIVAL, index, server.index, server.send_seq)
         server.send_seq += 1
-        arrival = Arrival(key, destination, server.name, message)
+        self._route(Arrival(key, destination, server.name, message), host)
+
+    def _route(self, arrival: Arrival, host: int) -> None:
         if host == self.host:
-            heapq.heappush(self.heap, (key, arrival))
+            heapq.heappush(self.heap, (arrival.key, arrival))
         else:
             self.outbox.setdefault(host, []).append(arrival)
+
+    # ------------------------------------------------------------------ clients that move
+
+    def _move_clients(self, server: Server, moves: list[tuple[str, str | None]], t: int) -> None:
+        for client, broker in moves:
+            if broker is None:
+                self._pause(server, client)
+            else:
+                self._resume(server, client, broker, t)
+
+    def _pause(self, server: Server, client: str) -> None:
+        """Hold ``client``'s operations at ``server``'s broker, those queued there included."""
+        held = self.paused.setdefault((server.name, client), [])
+        mine = lambda a: a.sender is None and a.message.client == client  # noqa: E731
+        held.extend(a for a in server.queue if mine(a))
+        kept = [a for a in server.queue if not mine(a)]
+        server.queue.clear()
+        server.queue.extend(kept)
+        held.extend(a for _, a in sorted(server.blocked) if mine(a))
+        server.blocked[:] = [(k, a) for k, a in server.blocked if not mine(a)]
+        heapq.heapify(server.blocked)
+
+    def _resume(self, server: Server, client: str, broker: str, t: int) -> None:
+        """Send ``client``'s held and future operations at ``server``'s broker to ``broker``."""
+        held = self.paused.pop((server.name, client), [])
+        mine = lambda a: a.broker == server.name and a.sender is None and a.message.client == client  # noqa: E731
+        future = sorted((entry for entry in self.heap if mine(entry[1])), key=lambda entry: entry[0])
+        if future:  # in place: the event loop holds the heap
+            self.heap[:] = [entry for entry in self.heap if not mine(entry[1])]
+            heapq.heapify(self.heap)
+        index, host = self.index_of[broker], self.host_of[broker]
+        earliest = t + self.settings.default_latency
+        for arrival in held + [a for _, a in future]:
+            t_arrive, _, _, _, seq = arrival.key
+            key = (max(t_arrive, earliest), ARRIVAL, index, -1, seq)
+            self._route(Arrival(key, broker, None, arrival.message), host)
 
     def take_outbox(self) -> dict[int, list[Arrival]]:
         outbox, self.outbox = self.outbox, {}
@@ -302,12 +376,13 @@ class Engine:
                     *(extras.get(column) for column in PROTOCOL_SAMPLE_COLUMNS), utilisation,
                 )
             server.busy_sampled = busy
-            context = _Context(t, queue_len, utilisation or 0.0)
+            context = _Context(t, queue_len, utilisation or 0.0, engine=self, server=server)
             broker.tick(context)
             for kind, detail in context.events:
                 self._record_event(t, name, kind, detail)
             for destination, message in context.sends:
                 self._send(server, destination, message, t)
+            self._move_clients(server, context.client_moves, t)
 
     def finish(self, end: int) -> None:
         """Close the run at ``end``: the last samples, and rows for messages still waiting."""

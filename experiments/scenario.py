@@ -19,6 +19,7 @@ from actors.costs import load_profile
 from actors.engine import Settings
 from protocols.errors import InputError
 from protocols.pruning import PruningSettings
+from protocols.relocation import RelocationSettings
 from protocols.softlinks import SoftLinkSettings
 from protocols.stack import MIXINS, PROTOCOL_KEYS
 from workloads import generators as workload_generators
@@ -44,7 +45,7 @@ DEFAULTS = {
     "duration": None,
     "topology": {"link": {"latency": "1ms"}},
     "protocol": {"check_conformance": True, **{key: next(iter(choices)) for key, choices in MIXINS.items()},
-                 "pruning": None, "soft_links": None},
+                 "pruning": None, "soft_links": None, "relocation": None},
     "runtime": {"hosts": "auto", "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
                 "sample_interval": "1s"},
     "output": {"dir": "runs"},
@@ -183,16 +184,23 @@ def validate(raw: dict, path: Path) -> dict:
                              f"got {scenario['protocol'][key]!r}")
     scenario["protocol"]["pruning"] = _pruning(scenario["protocol"], path)
     scenario["protocol"]["soft_links"] = _soft_links(scenario["protocol"], path)
+    scenario["protocol"]["relocation"] = _relocation(scenario["protocol"], path)
     return scenario
+
+
+def _given_mapping(protocol: dict, key: str, example: str, path: Path) -> dict | None:
+    """``protocol.<key>``: a mapping, or None when it is off (null)."""
+    given = protocol[key]
+    if given is not None and not isinstance(given, dict):
+        raise InputError(f"{path}: protocol.{key}: expected a mapping such as {example} or null")
+    return given
 
 
 def _pruning(protocol: dict, path: Path) -> dict | None:
     """``protocol.pruning`` resolved to every setting (``window`` in microseconds), or None."""
-    given = protocol["pruning"]
+    given = _given_mapping(protocol, "pruning", "{variant: selective}", path)
     if given is None:
         return None
-    if not isinstance(given, dict):
-        raise InputError(f"{path}: protocol.pruning: expected a mapping such as {{variant: selective}} or null")
     if protocol["covering"] not in ("active", "packing"):
         raise InputError(f"{path}: protocol.pruning: needs protocol.covering active or packing, "
                          f"got {protocol['covering']!r}")
@@ -201,17 +209,25 @@ def _pruning(protocol: dict, path: Path) -> dict | None:
 
 def _soft_links(protocol: dict, path: Path) -> dict | None:
     """``protocol.soft_links`` resolved to every setting (durations in microseconds), or None."""
-    given = protocol["soft_links"]
+    given = _given_mapping(protocol, "soft_links", "{strategy: S1}", path)
     if given is None:
         return None
-    if not isinstance(given, dict):
-        raise InputError(f"{path}: protocol.soft_links: expected a mapping such as {{strategy: S1}} or null")
     if protocol["covering"] not in ("none", "lazy", "active"):
         raise InputError(f"{path}: protocol.soft_links: composes with protocol.covering none, lazy or active, "
                          f"not {protocol['covering']!r}")
     if protocol["pruning"] is not None:
         raise InputError(f"{path}: protocol.soft_links: does not compose with protocol.pruning (set it to null)")
     return _parsed_settings(SoftLinkSettings, given, "soft_links", path)
+
+
+def _relocation(protocol: dict, path: Path) -> dict | None:
+    """``protocol.relocation`` resolved to every setting (``window`` in microseconds), or None."""
+    given = _given_mapping(protocol, "relocation", "{algorithm: grape}", path)
+    if given is None:
+        return None
+    if protocol["soft_links"] is not None:
+        raise InputError(f"{path}: protocol.relocation: does not compose with protocol.soft_links (set it to null)")
+    return _parsed_settings(RelocationSettings, given, "relocation", path)
 
 
 def _parsed_settings(settings_class, given: dict, key: str, path: Path) -> dict:
@@ -312,7 +328,7 @@ def build_workload(scenario: dict, graph, base: Path, path: Path):
     else:
         generated = _call_generator(
             workload["generator"], workload_generators.GENERATORS, f"{path}: workload.generator",
-            brokers=sorted(graph), graph=graph, seed=scenario["seed"],
+            brokers=sorted(graph), graph=graph, seed=scenario["seed"], base=base,
         )
         records = [(f"{path}: workload.generator operation {i + 1}", r) for i, r in enumerate(generated)]
     return compile_trace(records, graph)
@@ -339,6 +355,6 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     duration_us = None if duration is None else parse_duration(duration, f"{path}: duration")
     return RunSpec(
         name=scenario["name"], seed=scenario["seed"], graph=graph, injections=injections,
-        protocol=scenario["protocol"], hosts=runtime["hosts"], settings=settings, costs=costs,
+        protocol={**scenario["protocol"], "seed": scenario["seed"]}, hosts=runtime["hosts"], settings=settings, costs=costs,
         duration_us=duration_us, scenario=scenario,
     )

@@ -61,6 +61,17 @@ class Context(Protocol):
 
     def event(self, kind: str, **detail) -> None: ...
 
+    # what stacks that measure or move clients use (publisher relocation)
+    queued_us: int  # how long the message in hand waited in the mailbox
+
+    def latency(self, destination: str) -> int: ...  # of this broker's link there
+
+    def service_us(self) -> int: ...  # the service time the message in hand has cost so far
+
+    def pause_client(self, client: str) -> None: ...  # its operations wait (queued ones too)
+
+    def resume_client(self, client: str, broker: str) -> None: ...  # they go to ``broker`` from now on
+
 
 @dataclass(slots=True)
 class Route:

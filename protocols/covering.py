@@ -141,6 +141,9 @@ class _Packer:
     def event(self, kind: str, **detail) -> None:
         self.ctx.event(kind, **detail)
 
+    def __getattr__(self, name: str):
+        return getattr(self.ctx, name)  # the rest of the context (other stacks' needs) as it is
+
     def flush(self) -> None:
         for destination, messages in self.held.items():
             for batch_kind, run in groupby(messages, key=_batch_kind):

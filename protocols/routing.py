@@ -67,6 +67,10 @@ class RoutingTable(FilterIndex):
     def last_hop(self, slot: int) -> int:
         return int(self._group[slot])
 
+    def set_last_hop(self, slot: int, last_hop: int) -> None:
+        """Re-point an entry (a migrated advertisement) to neighbour index ``last_hop``."""
+        self._group[slot] = last_hop
+
     def last_hops(self, slots: np.ndarray) -> np.ndarray:
         """The last hop of each of ``slots``."""
         return self._group[slots]

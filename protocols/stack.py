@@ -4,14 +4,15 @@ from __future__ import annotations
 from .broker import Broker
 from .covering import ActiveCovering, LazyCovering, PackingCovering
 from .pruning import Pruning
+from .relocation import Relocation
 from .softlinks import SoftLinks
 
 # protocol key -> {setting: mixin (None: nothing added)}; the first setting is the default
 MIXINS: dict[str, dict[str, type | None]] = {
     "covering": {"none": None, "lazy": LazyCovering, "active": ActiveCovering, "packing": PackingCovering},
 }
-# protocol key -> mixin added when the key's settings are given (null: off)
-CONFIGURED_MIXINS: dict[str, type] = {"pruning": Pruning, "soft_links": SoftLinks}
+# protocol key -> mixin added when the key's settings are given (null: off), outermost first
+CONFIGURED_MIXINS: dict[str, type] = {"relocation": Relocation, "pruning": Pruning, "soft_links": SoftLinks}
 PROTOCOL_KEYS = {"check_conformance", *MIXINS, *CONFIGURED_MIXINS}
 
 

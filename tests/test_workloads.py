@@ -1,4 +1,6 @@
 """The experiment generators: enterprise overlay shape, covering degree and match share as asked."""
+from pathlib import Path
+
 import networkx as nx
 import pytest
 
@@ -6,6 +8,9 @@ import topologies
 from protocols.index import FilterIndex
 from protocols.language import matches, parse_filter, parse_publication
 from workloads.generators import covering_degree, mobile_monitors, zipf_groups
+from workloads.stockquotes import stock_quotes
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_enterprise_shapes():
@@ -116,3 +121,65 @@ def test_random_tree_keeps_the_degree_bound():
         assert nx.is_tree(graph) and graph.number_of_nodes() == n
         assert max(d for _, d in graph.degree) == 3
     assert topologies.random_tree(50, 4).edges == topologies.random_tree(50, 4, max_degree=0).edges
+
+
+QUOTES = PROJECT_ROOT.parent / "shared" / "data" / "stockquotes"
+
+
+def received_share(records) -> dict[str, float]:
+    """Per subscription, the share of its symbol's quotes it matches."""
+    quotes: dict[str, list] = {}
+    for r in records:
+        if r["op"] == "publish":
+            quotes.setdefault(r["client"].removeprefix("P-"), []).append(parse_publication(r["content"]))
+    shares = {}
+    for r in records:
+        if r["op"] == "subscribe":
+            symbol = r["filter"].split("[symbol,=,'")[1].split("'")[0]
+            f = parse_filter(r["filter"])
+            shares[r["filter"]] = sum(matches(f, q) for q in quotes[symbol]) / len(quotes[symbol])
+    return shares
+
+
+@pytest.mark.parametrize("real", [False, True])
+def test_stock_quote_subscribers_receive_their_rating_share(real):
+    if real and not QUOTES.is_dir():
+        pytest.skip(f"no reference quotes at {QUOTES}")
+    params = {"quotes": str(QUOTES)} if real else {}
+    records = stock_quotes([f"B{i}" for i in range(20)], seed=2, symbols=10, subscribers=400, publications=300,
+                           **params)
+    assert sum(r["op"] == "advertise" for r in records) == 10
+    assert sum(r["op"] == "publish" for r in records) == 10 * 300
+    assert [r["t"] for r in records] == sorted(r["t"] for r in records)
+    shares = received_share(records)
+    low = [s for text, s in shares.items() if "highLow%Diff" in text]
+    medium = [s for text, s in shares.items() if "volume" in text]
+    high = [s for text, s in shares.items() if text.count("[") == 2]
+    assert len(low) > len(medium) > len(high) > 0  # 70 / 25 / 5
+    assert 0.03 < sum(low) / len(low) < 0.2
+    assert 0.3 < sum(medium) / len(medium) < 0.7
+    assert all(s == 1 for s in high)
+
+
+def test_stock_quotes_derive_the_papers_attributes_from_real_quotes(tmp_path):
+    if not QUOTES.is_dir():
+        pytest.skip(f"no reference quotes at {QUOTES}")
+    (tmp_path / "AAPL").write_text((QUOTES / "AAPL").read_text())
+    days = len((QUOTES / "AAPL").read_text().splitlines())
+    records = stock_quotes(["B0"], seed=0, base=tmp_path, quotes=".", symbols=1, subscribers=0, publications=days)
+    newest = [r for r in records if r["op"] == "publish"][-1]  # quotes replay oldest first
+    assert "'28-Dec-04'" in newest["content"]
+    publication = parse_publication(newest["content"])  # open 63.30 high 64.25 low 62.05 close 64.18
+    values = publication.as_dict()
+    assert values["highLow%Diff"] == pytest.approx(round(2.2 / 62.05, 4))
+    assert values["openClose%Diff"] == pytest.approx(round(0.88 / 63.30, 4))
+    assert values["closeEqualsLow"] == "false" and values["closeEqualsHigh"] == "false"
+
+
+def test_enterprise_quotes_gather_every_high_rated_subscriber_on_one_broker():
+    records = stock_quotes([f"B{i}" for i in range(30)], seed=5, subscribers=600, distribution="enterprise")
+    subscriptions = [r for r in records if r["op"] == "subscribe"]
+    high = {r["broker"] for r in subscriptions if r["filter"].count("[") == 2}
+    assert len(high) == 1
+    assert not any("volume" in r["filter"] for r in subscriptions)  # 95 low / 5 high, no medium
+    assert stock_quotes([f"B{i}" for i in range(30)], seed=5, subscribers=600, distribution="enterprise") == records

@@ -422,3 +422,6 @@ def zipf_groups(
                         "content": f"[class,'G{g}'],{values}"})
         t += publish_interval
     return records
+
+
+from . import stockquotes  # noqa: E402,F401  (registers stock_quotes)

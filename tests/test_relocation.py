@@ -1,0 +1,188 @@
+"""Publisher relocation (POP, GRAPE): exact deliveries while publishers migrate, the selection
+rules on hand-built trees, and identical results across host counts."""
+import dataclasses
+import json
+from collections import defaultdict
+
+import networkx as nx
+import pytest
+
+from protocols.relocation import BrokerTrace, RelocationSettings, grape_choice, grape_scores, pop_next
+from protocols.routing import LOCAL
+from workloads.generators import GENERATORS
+
+from .oracle import Pump, expected_deliveries
+
+
+def protocol(covering: str = "none", pruning: dict | None = None, **relocation) -> dict:
+    return {"covering": covering, "pruning": pruning,
+            "relocation": dataclasses.asdict(RelocationSettings(**relocation))}
+
+
+# ---------------------------------------------------------------------- selection rules
+
+# O - A, A - B, A - C; three traced publications: B delivered #0 and #1 (twice), C #2
+TREE = [
+    BrokerTrace("O", None, 0b000, 0, 0, 0),
+    BrokerTrace("A", "O", 0b000, 0, 2, 10),
+    BrokerTrace("B", "A", 0b011, 2, 30, 10),
+    BrokerTrace("C", "A", 0b100, 1, 4, 1),
+]
+
+
+def test_grape_scores_count_the_smallest_subtrees_and_the_delays_by_hand():
+    scores = grape_scores(TREE)
+    assert {name: messages for name, (messages, _) in scores.items()} == {"O": 6, "A": 3, "B": 2, "C": 4}
+    # from A: to B 2 + (10 + 30) twice, to C 2 + (1 + 4) once
+    delays = {name: delay for name, (_, delay) in scores.items()}
+    assert delays == pytest.approx({"O": 121 / 3, "A": 91 / 3, "B": 107 / 3, "C": 98 / 3})
+
+
+@pytest.mark.parametrize("metric, weight, expected", [
+    ("load", 100, "B"),  # the lowest load
+    ("delay", 100, "A"),  # the lowest delay
+    ("load", 0, "A"),  # every candidate kept: the lowest delay
+    ("load", 60, "A"),  # loads within 40% of the range from the best: B (2) and A (3); A has the lower delay
+    ("load", 80, "B"),  # within 20%: B alone
+    ("delay", 0, "B"),  # every candidate kept: the lowest load
+])
+def test_grape_keeps_the_candidates_within_the_weight_then_takes_the_best_other_metric(metric, weight, expected):
+    assert grape_choice(grape_scores(TREE), metric, weight, current="O") == expected
+
+
+def test_grape_stays_put_on_a_tie():
+    scores = {"O": (3, 5.0), "A": (3, 5.0)}
+    assert grape_choice(scores, "load", 100, current="O") == "O"
+    assert grape_choice(scores, "load", 100, current="A") == "A"
+
+
+def test_pop_next_closest_broker_outweighs_everything_else():
+    assert pop_next({LOCAL: 1, 0: 5, 1: 3}, None, 0) == 0  # 5 > 1 + 3
+    assert pop_next({LOCAL: 1, 0: 5, 1: 3}, None, 1) is None  # 5 is not above 1 + 3 + 1
+    assert pop_next({LOCAL: 0, 0: 9, 1: 4}, came_from=0, upstream=2) == 1  # the walk's origin side is upstream
+    assert pop_next({}, None, 0) is None
+
+
+def test_pop_walks_to_the_next_closest_broker_and_the_publisher_resumes_there():
+    # B0 - B1 - B2 - B3 and B1 - B4; 1 subscriber at B2, 3 at B3, 2 at B4: the walk goes
+    # B0 -> B1 (6 > 0) -> B2 (4 > 2 + 0 behind) and stops (3 is not above 1 local + 2 behind)
+    graph = nx.Graph([("B0", "B1"), ("B1", "B2"), ("B2", "B3"), ("B1", "B4")])
+    records = [{"t": 0, "op": "advertise", "client": "P", "broker": "B0", "id": "A", "filter": "[x,>,0]"}]
+    for i, broker in enumerate(["B2", "B3", "B3", "B3", "B4", "B4"]):
+        records.append({"t": 1, "op": "subscribe", "client": f"S{i}", "broker": broker, "id": f"S{i}",
+                        "filter": "[x,>,0]"})
+    records += [{"t": 2 + i, "op": "publish", "client": "P", "id": f"M{i}", "content": f"[x,{i + 1}]"}
+                for i in range(12)]
+    pump = Pump(graph, protocol(algorithm="pop", trace_threshold=5)).run(records)
+    migrated = [detail for kind, detail in pump.events if kind == "publisher_migrated"]
+    assert [(m["origin"], m["target"]) for m in migrated] == [("B0", "B2")]
+    assert sorted(pump.deliveries) == sorted(expected_deliveries(records))
+    # from the 6th publication on the publisher publishes at B2: no copy of M5 reaches B0
+    assert not [s for s in pump.sent if s[1] == "B0" and s[2:] == ("pub", "M5")]
+    assert pump.brokers["B2"].advs[("A", 0)].last_hop is None
+    assert pump.brokers["B0"].advs[("A", 0)].last_hop == "B1"
+
+
+# ---------------------------------------------------------------------- exact deliveries
+
+
+def quotes(brokers, seed: int, **params) -> list[dict]:
+    params = {"symbols": 6, "subscribers": 80, "publications": 40, "publish_interval": 0.5,
+              "distribution": "enterprise", **params}
+    return GENERATORS["stock_quotes"](brokers, seed=seed, **params)
+
+
+@pytest.mark.parametrize("algorithm", ["grape", "pop"])
+@pytest.mark.parametrize("covering, pruning", [
+    ("none", None), ("lazy", None), ("active", None), ("packing", None), ("active", {"variant": "selective"}),
+])
+@pytest.mark.parametrize("seed", range(3))
+def test_deliveries_equal_oracle_while_publishers_migrate(algorithm, covering, pruning, seed):
+    from protocols.pruning import PruningSettings
+
+    from topologies import random_tree
+
+    graph = random_tree(14, seed)
+    records = quotes(sorted(graph), seed)
+    pruned = None if pruning is None else dataclasses.asdict(PruningSettings(**pruning))
+    pump = Pump(graph, protocol(covering, pruned, algorithm=algorithm, trace_threshold=6)).run(records)
+    assert any(kind == "publisher_migrated" for kind, _ in pump.events)
+    assert sorted(pump.deliveries) == sorted(expected_deliveries(records))
+
+
+def relocation_scenario(algorithm: str = "grape", covering: str = "active", brokers_depth: int = 3,
+                        publish_interval: float = 0.02) -> dict:
+    """Publications 20 ms apart, migrations of several hops over 2 ms links: publishers pause
+    while they publish, and their waiting publications follow them."""
+    return {
+        "name": "relocation",
+        "seed": 3,
+        "topology": {"generator": {"name": "balanced_tree", "fanout": 2, "depth": brokers_depth},
+                     "link": {"latency": "2ms"}},
+        "workload": {"generator": {"name": "stock_quotes", "symbols": 8, "subscribers": 120, "publications": 80,
+                                   "publish_interval": publish_interval, "distribution": "enterprise"}},
+        "protocol": {"covering": covering, "relocation": {"algorithm": algorithm, "trace_threshold": 10}},
+        "runtime": {"hosts": 0, "costs": "padres", "sample_interval": "0.5s"},
+    }
+
+
+def run_rows(tmp_path, path, name: str, *overrides: str) -> dict:
+    from actors.results import read_table
+    from experiments.cli import main
+
+    out = tmp_path / name
+    sets = [arg for value in overrides for arg in ("--set", value)]
+    assert main(["run", str(path), "--out", str(out), *sets]) == 0
+    return {t: read_table(out, t).to_pylist() for t in ("deliveries", "messages", "samples", "events")}
+
+
+def scenario_records(scenario: dict) -> list[dict]:
+    import topologies
+
+    generator = dict(scenario["workload"]["generator"])
+    del generator["name"]
+    graph = topologies.balanced_tree(**{k: v for k, v in scenario["topology"]["generator"].items() if k != "name"})
+    return GENERATORS["stock_quotes"](sorted(graph), seed=scenario["seed"], **generator)
+
+
+@pytest.mark.parametrize("algorithm, covering", [
+    ("grape", "none"), ("grape", "active"), ("grape", "packing"), ("pop", "active"), ("pop", "lazy"),
+])
+def test_migrations_lose_duplicate_and_reorder_nothing(write_scenario, tmp_path, algorithm, covering):
+    scenario = relocation_scenario(algorithm, covering)
+    rows = run_rows(tmp_path, write_scenario(scenario), "run")
+    pairs = [(d["pub_id"], d["sub_id"]) for d in rows["deliveries"]]
+    assert len(pairs) == len(set(pairs)) and set(pairs) == expected_deliveries(scenario_records(scenario))
+    received = defaultdict(list)  # (subscription, publisher) -> quote numbers in delivery order
+    for d in sorted(rows["deliveries"], key=lambda d: (d["t_deliver_us"], d["pub_id"])):
+        symbol, number = d["pub_id"].rsplit("-", 1)
+        received[(d["sub_id"], symbol)].append(int(number))
+    assert all(numbers == sorted(numbers) for numbers in received.values())
+    migrations = [json.loads(e["detail"]) for e in rows["events"] if e["kind"] == "publisher_migrated"]
+    assert migrations and all(m["t_end_us"] > m["t_start_us"] for m in migrations)
+    published_while_paused = [
+        d for d in rows["deliveries"] for m in migrations
+        if d["pub_id"].startswith(m["publisher"].removeprefix("P-") + "-") and m["t_start_us"] < d["t_pub_us"] < m["t_end_us"]
+    ]
+    assert published_while_paused, "no publication waited for a migration to end"
+    kinds = {m["kind"] for m in rows["messages"]}
+    assert {"migration_adv", "migration_done"} <= kinds
+    assert ({"trace_collect", "trace_report"} if algorithm == "grape" else {"trace_reply", "pop_walk"}) <= kinds
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_identical_results_across_host_counts_with_publishers_migrating(write_scenario, tmp_path, ray_session):
+    from actors.results import read_table
+
+    scenario = relocation_scenario("grape", "active", brokers_depth=2)  # 7 brokers: hosts "all" is 7 actors
+    scenario["workload"]["generator"].update(subscribers=60, publications=40, start=2.0)
+    path = write_scenario(scenario)
+    results = {hosts: run_rows(tmp_path, path, f"hosts-{hosts}", f"runtime.hosts={hosts}") for hosts in (0, 2, "all")}
+    migrations = [json.loads(e["detail"]) for e in results[0]["events"] if e["kind"] == "publisher_migrated"]
+    host = {r["broker"]: r["host"] for r in read_table(tmp_path / "hosts-2", "brokers").to_pylist()}
+    assert any(host[m["origin"]] != host[m["target"]] for m in migrations), "no migration crossed hosts"
+    for hosts in (2, "all"):
+        for table, rows in results[0].items():
+            key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
+            assert sorted(results[hosts][table], key=key) == sorted(rows, key=key), f"{table}, hosts={hosts}"
