@@ -80,6 +80,9 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
     arrivals = metrics.queue_at_arrivals(tables).cache()
     peaks = metrics.queue_peaks(tables, arrivals, bucket_us).cache()
     by_broker = metrics.messages_by_broker(tables).cache()
+    load = metrics.broker_load(tables, by_broker, {r.label: r.sim_end_us for r in runs}).cache()
+    moves = metrics.migrations(tables).cache()
+    moved = metrics.relocation(tables, by_broker, load, moves).cache()
     computed = {
         "delay_over_time": metrics.delay_over_time(tables, bucket_us),
         "delay_distribution": metrics.delay_distribution(tables),
@@ -90,12 +93,14 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
         "table_size_over_time": metrics.table_size_over_time(tables),
         "links_over_time": metrics.links_over_time(tables),
         "messages_by_broker": by_broker,
-        "broker_load": metrics.broker_load(tables, by_broker, {r.label: r.sim_end_us for r in runs}),
+        "broker_load": load,
+        "migrations": moves,
+        "relocation": moved,
         "hop_counts": metrics.hop_counts(tables),
         "throughput": metrics.throughput(tables, bucket_us),
         "forwarding": per_broker,
         "forwarding_by_role": by_role,
-        "summary": metrics.summary(tables, runs, by_broker, peaks, by_role),
+        "summary": metrics.summary(tables, runs, by_broker, peaks, by_role, moved),
     }
     out.mkdir(parents=True, exist_ok=True)
     collected = {}
@@ -134,6 +139,7 @@ def _figures(c: dict, core: list[str], labels: list[str], out: Path) -> dict[str
             c["messages_by_broker"], labels, core, out / "triggered_core.png"),
         "Messages by kind": plots.messages_by_kind(c["messages_by_broker"], labels, out / "messages_by_kind.png"),
         "Broker utilisation": plots.utilisation(c["broker_load"], labels, out / "utilisation.png"),
+        "Publisher relocation": plots.relocation(c["relocation"], c["summary"], labels, out / "relocation.png"),
         "Hop counts": plots.hop_cdf(c["hop_counts"], labels, out / "hops_cdf.png"),
         "Throughput and traffic": plots.throughput(c["throughput"], labels, out / "throughput.png"),
         "False positives and pure forwarders": plots.forwarding(

@@ -154,6 +154,39 @@ def broker_load(t: dict, by_broker: DataFrame, sim_end_us: dict[str, int]) -> Da
             .withColumn("msg_rate_per_s", F.col("processed") / F.col("sim_end_s")).drop("sim_end_s"))
 
 
+# the control kinds of publisher relocation (protocols/relocation.py): traces, walks, migrations
+RELOCATION_KINDS = ("trace_reply", "trace_collect", "trace_report", "pop_walk", "pop_target",
+                    "migration_adv", "migration_done")
+
+
+def migrations(t: dict) -> DataFrame:
+    """One row per publisher migration: publisher, origin and target brokers, when it started,
+    how long the publisher waited (paused) and how long the selection before it took."""
+    detail = lambda key: F.get_json_object("detail", f"$.{key}")  # noqa: E731
+    return t["events"].where(F.col("kind") == "publisher_migrated").select(
+        "run", detail("publisher").alias("publisher"), detail("origin").alias("origin"),
+        detail("target").alias("target"), (detail("t_start_us").cast("long") / US).alias("t_start_s"),
+        ((detail("t_end_us").cast("long") - detail("t_start_us").cast("long")) / US).alias("wait_s"),
+        (detail("selection_us").cast("long") / US).alias("selection_s"))
+
+
+def relocation(t: dict, by_broker: DataFrame, load: DataFrame, moves: DataFrame) -> DataFrame:
+    """Per run: mean broker message rate and input utilisation (over every broker), the
+    relocation protocols' control messages and their share of all processed messages, and the
+    migrations with their mean wait and selection times (``by_broker``, ``load``, ``moves``:
+    the results of ``messages_by_broker``, ``broker_load`` and ``migrations``)."""
+    control = by_broker.groupBy("run").agg(
+        F.sum(F.when(F.col("kind").isin(*RELOCATION_KINDS), F.col("processed")).otherwise(0)).alias("control_messages"),
+        F.sum("processed").alias("all_messages"))
+    rates = load.groupBy("run").agg(F.mean("msg_rate_per_s").alias("mean_msg_rate"),
+                                    F.mean("utilisation").alias("mean_utilisation"))
+    moved = moves.groupBy("run").agg(F.count(F.lit(1)).alias("migrations"), F.mean("wait_s").alias("mean_wait_s"),
+                                     F.max("wait_s").alias("max_wait_s"), F.mean("selection_s").alias("mean_selection_s"))
+    return (rates.join(control, "run", "left").join(moved, "run", "left")
+            .withColumn("control_share", F.col("control_messages") / F.col("all_messages")).drop("all_messages")
+            .fillna(0, ["migrations", "control_messages"]))
+
+
 def hop_counts(t: dict) -> DataFrame:
     """Deliveries per overlay hop count, with the cumulative fraction."""
     counts = t["deliveries"].groupBy("run", "hops").agg(F.count(F.lit(1)).alias("deliveries"))
@@ -298,9 +331,11 @@ def core_order(t: dict) -> dict[str, list[str]]:
     return order
 
 
-def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: DataFrame) -> DataFrame:
-    """One row per run: the figures the papers compare runs by (``by_broker``, ``peaks`` and
-    ``by_role``: the results of ``messages_by_broker``, ``queue_peaks`` and ``forwarding_by_role``)."""
+def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: DataFrame,
+            moved: DataFrame) -> DataFrame:
+    """One row per run: the figures the papers compare runs by (``by_broker``, ``peaks``,
+    ``by_role`` and ``moved``: the results of ``messages_by_broker``, ``queue_peaks``,
+    ``forwarding_by_role`` and ``relocation``)."""
     spark = t["messages"].sparkSession
     d = t["deliveries"].groupBy("run").agg(*_delay_stats(_delay_s()), F.mean("hops").alias("mean_hops"))
     publications = t["publishers"].groupBy("run").agg(F.count(F.lit(1)).alias("publications"))
@@ -319,6 +354,6 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         [(r.label, str(r.path), int(r.manifest.get("brokers") or 0), r.sim_end_us / US) for r in runs],
         "run string, path string, brokers int, sim_end_s double")
     frame = info
-    for part in (counts, publications, d, peaks, final, overall):
+    for part in (counts, publications, d, peaks, final, overall, moved):
         frame = frame.join(part, "run", "left")
     return frame.fillna(0, ["deliveries", "publications", "messages_processed", "triggered_subs", "dropped"])

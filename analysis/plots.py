@@ -274,3 +274,25 @@ def forwarding(rows, labels, path: Path):
         ax.set(title=title, xlabel="broker role", ylabel="fraction of copies")
     axes[0].legend(fontsize="small")
     return _save(fig, path)
+
+
+def relocation(rows, summary, labels, path: Path):
+    """The publisher-relocation paper's comparison: broker message rate, input utilisation,
+    delivery delay and the relocation protocols' control overhead, one bar per run (drawn when
+    some run relocated a publisher or traced)."""
+    if not any(r["migrations"] or r["control_messages"] for r in rows):
+        return None
+    colours = _colours(labels)
+    by_run = {r["run"]: r for r in rows}
+    delays = {r["run"]: r.get("mean_s") for r in summary}
+    panels = [("mean_msg_rate", "messages / s per broker", by_run), ("mean_utilisation", "input utilisation", by_run),
+              ("mean_s", "mean delivery delay (s)", {run: {"mean_s": d} for run, d in delays.items()}),
+              ("control_share", "relocation control share", by_run)]
+    fig, axes = plt.subplots(1, 4, figsize=(14, 4))
+    for ax, (column, title, source) in zip(axes, panels):
+        present = [label for label in labels if (source.get(label) or {}).get(column) is not None]
+        ax.bar(range(len(present)), [source[label][column] for label in present],
+               color=[colours[label] for label in present])
+        ax.set_xticks(range(len(present)), present, rotation=30, ha="right", fontsize="small")
+        ax.set_title(title, fontsize="medium")
+    return _save(fig, path)

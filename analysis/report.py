@@ -26,6 +26,12 @@ SUMMARY_COLUMNS = [
     ("pure_forward_fraction", "pure forwarding", "{:.2%}"),
     ("yield", "yield", "{:.2%}"),
     ("final_soft_links", "soft links", "{:,}"),
+    ("mean_msg_rate", "msgs/s per broker", "{:.1f}"),
+    ("mean_utilisation", "mean utilisation", "{:.2%}"),
+    ("migrations", "migrations", "{:,}"),
+    ("control_share", "relocation control", "{:.2%}"),
+    ("mean_wait_s", "migration wait (s)", "{:.3g}"),
+    ("mean_selection_s", "selection (s)", "{:.3g}"),
 ]
 ROLE_COLUMNS = [
     ("run", "run", "{}"), ("role", "role", "{}"), ("pub_copies", "copies", "{:,}"),
