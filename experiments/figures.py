@@ -29,7 +29,8 @@ FIGURE_DIR = Path(__file__).resolve().parent / "figures"
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 # the summary columns a figure's page shows (formats from the analysis report)
 SUMMARY = ("run", "deliveries", "mean_hops", "mean_s", "p90_s", "max_s", "peak_queue", "drain_s", "triggered_subs",
-           "final_mean_prt", "messages_processed", "pure_forward_fraction", "yield", "final_soft_links")
+           "final_mean_prt", "messages_processed", "pure_forward_fraction", "yield", "final_soft_links",
+           "mean_msg_rate", "mean_utilisation", "migrations", "control_share", "mean_wait_s", "mean_selection_s")
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ def _write_page(figure: Figure, out: Path, report: Path, small: bool) -> Path:
 
     with open(report / "summary.csv") as f:
         rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
-    columns = [c for c in SUMMARY_COLUMNS if c[0] in SUMMARY and any(row.get(c[0]) is not None for row in rows)]
+    # a column every run leaves empty or at zero (no soft links, no migrations) says nothing here
+    columns = [c for c in SUMMARY_COLUMNS if c[0] in SUMMARY and any(row.get(c[0]) not in (None, 0) for row in rows)]
     lines = [f"# {figure.title}", "", f"Paper: {figure.paper}." if figure.paper else "",
              f"Runs{' (test-sized: --small)' if small else ''}: " + ", ".join(figure.runs) + ".", "",
              markdown_table(rows, columns)]

@@ -62,6 +62,9 @@ def analysed(tmp_path_factory):
         runs[spec.name] = root / mode
         run(spec, runs[spec.name], progress=False)
     _drop_protocol_columns(runs["unsub_burst_small_none"])
+    spec = resolve(SCENARIOS / "relocation_small_enterprise_grape_load.yaml")
+    runs[spec.name] = root / "relocation"
+    run(spec, runs[spec.name], progress=False)
     runs["hand"] = root / "hand"
     _hand_made_run(runs["hand"])
     out = root / "report"
@@ -210,6 +213,32 @@ def test_report_and_plots_exist(analysed):
     assert len(images) >= 9 and all(p.stat().st_size > 5000 for p in images)
     for image in images:
         assert f"]({image.name})" in report
+
+
+@pytest.mark.slow
+def test_relocation_metrics_match_the_events_and_messages(analysed):
+    runs, out = analysed
+    label = "relocation_small_enterprise_grape_load"
+    path = runs[label]
+    events, m = _table(path, "events"), _table(path, "messages")
+    migrated = [json.loads(d) for d in events[events.kind == "publisher_migrated"].detail]
+    moves = _metric(out, "migrations")
+    moves = moves[moves.run == label].sort_values(["t_start_s", "publisher"])
+    assert len(moves) == len(migrated) > 0
+    expected = sorted(((d["t_start_us"] / 1e6, d["publisher"]), (d["t_end_us"] - d["t_start_us"]) / 1e6) for d in migrated)
+    np.testing.assert_allclose(moves.wait_s, [wait for _, wait in expected])
+    row = _metric(out, "relocation").set_index("run").loc[label]
+    processed = m[m.t_end_us.notna()]
+    control = processed.kind.isin(["trace_collect", "trace_report", "migration_adv", "migration_done"]).sum()
+    assert row.control_messages == control > 0
+    assert row.control_share == pytest.approx(control / len(processed))
+    sim_end = json.loads((path / "manifest.json").read_text())["sim_end_us"] / 1e6
+    per_broker = processed.groupby("broker").size().reindex(_table(path, "brokers").broker, fill_value=0)
+    assert row.mean_msg_rate == pytest.approx((per_broker / sim_end).mean())
+    assert row.migrations == len(migrated)
+    summary = _metric(out, "summary").set_index("run")
+    assert summary.loc[label].migrations == len(migrated) and summary.loc["unsub_burst_small_none"].migrations == 0
+    assert (out / "relocation.png").exists()
 
 
 @pytest.mark.slow

@@ -16,6 +16,9 @@ SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
     ("sweep_unsubscriptions", "200_selective", "unsub_burst_small_sweep_unsubs200_selective.yaml"),
     ("sweep_degree", "degree10_active", "unsub_burst_small_sweep_degree10_active.yaml"),
     ("mobile_monitors", "active", "mobile_monitors_small_active.yaml"),
+    ("relocation_enterprise", "static", "relocation_small_enterprise_static.yaml"),
+    ("relocation_random", "grape_delay", "relocation_small_random_grape_delay.yaml"),
+    ("relocation_enterprise", "pop", "relocation_small_enterprise_pop.yaml"),
 ])
 def test_small_runs_are_the_shipped_test_sized_scenarios(figure, label, shipped):
     loaded = figures.load(figure)
