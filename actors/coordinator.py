@@ -48,6 +48,7 @@ class RunSpec:
     costs: CostModel
     duration_us: int | None
     scenario: dict  # the resolved scenario, for the manifest
+    cpus_per_host: float = 0  # > 0: each host reserves this many CPUs in a placement group
 
 
 def versions() -> dict[str, str]:
@@ -76,9 +77,15 @@ def run(spec: RunSpec, run_dir: Path, address: str | None = None, progress: bool
         placement = partition(spec.graph, max(hosts, 1))
         _write_static_tables(run_dir, spec.graph, placement)
         transport = _transport(spec, run_dir, hosts, placement, address)
-        end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), started, progress)
+        try:
+            manifest["host_nodes"] = transport.nodes()
+            end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), started, progress)
+        finally:
+            transport.close()
         arrivals = sum(s.arrivals for s in statuses)
-        manifest.update(status="complete", sim_end_us=end_us, events=arrivals)
+        manifest.update(status="complete", sim_end_us=end_us, events=arrivals, windows=statuses[0].windows,
+                        host_busy_s=[round(s.busy_s, 3) for s in statuses],
+                        host_waiting_s=[round(s.waiting_s, 3) for s in statuses])
     except BaseException as exc:
         manifest.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         raise
@@ -95,9 +102,20 @@ def _host_count(spec: RunSpec, address: str | None) -> int:
     if spec.hosts == "all":
         return brokers
     if spec.hosts == "auto":
-        ray = _ray(address)
-        return max(1, min(int(ray.cluster_resources().get("CPU", 1)), brokers))
+        return max(1, min(_worker_cpus(_ray(address)), brokers))
     return min(int(spec.hosts), brokers)
+
+
+def _worker_cpus(ray) -> int:
+    """The CPUs broker hosts may use: every CPU Ray reports, minus the driver's node's when the
+    cluster has other nodes (on a cluster the driver's node is the head)."""
+    total = int(ray.cluster_resources().get("CPU", 1))
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if len(nodes) < 2:
+        return total
+    driver = ray.get_runtime_context().get_node_id()
+    mine = sum(int(n.get("Resources", {}).get("CPU", 0)) for n in nodes if n["NodeID"] == driver)
+    return max(total - mine, 1)
 
 
 def _lookahead(spec: RunSpec, hosts: int, placement: dict[str, int]) -> int:
@@ -173,16 +191,61 @@ class _LocalTransport:
     def finish(self, end: int) -> list[Status]:
         return [h.finish(end) for h in self.hosts]
 
+    def nodes(self) -> list[str | None]:
+        return [None for _ in self.hosts]  # in this process, not on a Ray node
+
+    def close(self) -> None:
+        pass
+
 
 class _RayTransport:
-    """Hosts as Ray actors that exchange their batches directly (see ``BrokerHost.run_chunk``)."""
+    """Hosts as Ray actors that exchange their batches directly (see ``BrokerHost.run_chunk``).
 
-    def __init__(self, specs: list[HostSpec], ray) -> None:
+    With ``cpus_per_host`` > 0 every host reserves that many CPUs in a placement group of one
+    bundle per host, spread over the nodes (a head started with no CPUs gets none); with 0
+    they reserve nothing (a laptop may run more hosts than it has cores) and are spread as
+    Ray sees fit."""
+
+    PLACEMENT_TIMEOUT_S = 120
+
+    def __init__(self, specs: list[HostSpec], ray, cpus_per_host: float = 0) -> None:
         self.ray = ray
+        self.group = None
         # two threads per host: one runs windows while the other takes peers' deliveries
-        remote = ray.remote(BrokerHost).options(num_cpus=0, max_concurrency=2, scheduling_strategy="SPREAD")
-        self.actors = [remote.remote(s) for s in specs]
+        remote = ray.remote(BrokerHost)
+        options = {"num_cpus": cpus_per_host, "max_concurrency": 2}
+        if cpus_per_host:
+            self.group = self._placement_group(len(specs), cpus_per_host)
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            self.actors = [remote.options(**options, scheduling_strategy=PlacementGroupSchedulingStrategy(self.group, i))
+                           .remote(s) for i, s in enumerate(specs)]
+        else:
+            self.actors = [remote.options(**options, scheduling_strategy="SPREAD").remote(s) for s in specs]
         ray.get([a.connect.remote(self.actors) for a in self.actors])
+
+    def _placement_group(self, hosts: int, cpus: float):
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        group = placement_group([{"CPU": cpus}] * hosts, strategy="SPREAD")
+        ready, _ = self.ray.wait([group.ready()], timeout=self.PLACEMENT_TIMEOUT_S)
+        if not ready:
+            remove_placement_group(group)
+            raise RuntimeError(f"{hosts} hosts of {cpus:g} CPUs each do not fit the cluster "
+                               f"({self.ray.cluster_resources().get('CPU', 0):g} CPUs): lower runtime.hosts "
+                               "or runtime.cpus_per_host")
+        return group
+
+    def nodes(self) -> list[str | None]:
+        return self.ray.get([a.node.remote() for a in self.actors])
+
+    def close(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor)
+        if self.group is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self.group)
 
     def status(self) -> list[Status]:
         return self.ray.get([a.status.remote() for a in self.actors])
@@ -215,7 +278,7 @@ def _transport(spec: RunSpec, run_dir: Path, hosts: int, placement, address):
     specs = host_specs(spec, run_dir, hosts, placement)
     if hosts == 0:
         return _LocalTransport(specs)
-    return _RayTransport(specs, _ray(address))
+    return _RayTransport(specs, _ray(address), spec.cpus_per_host)
 
 
 # ---------------------------------------------------------------------- the window loop
@@ -260,5 +323,10 @@ def _update_bar(bar, until: float, statuses: list[Status], started: float) -> No
     events = sum(s.arrivals for s in statuses)
     wall = max(time.perf_counter() - started, 1e-9)
     bar.n = min(until / 1e6, bar.total) if bar.total else until / 1e6
-    bar.set_postfix_str(f"{events / wall:,.0f} events/s, largest queue {max(s.largest_queue for s in statuses)}")
+    line = f"{events / wall:,.0f} events/s, largest queue {max(s.largest_queue for s in statuses)}"
+    if len(statuses) > 1:  # where the time goes: the slowest host works while the others wait
+        slowest = max(range(len(statuses)), key=lambda h: statuses[h].busy_s)
+        line += (f", {len(statuses)} hosts, {statuses[0].windows / wall:,.0f} windows/s, "
+                 f"slowest host {slowest} busy {statuses[slowest].busy_s / wall:.0%}")
+    bar.set_postfix_str(line)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,9 @@ class Status:
     arrivals: int
     largest_queue: int
     last_event_t: int
+    windows: int = 0  # windows run so far
+    busy_s: float = 0.0  # wall time spent running them
+    waiting_s: float = 0.0  # wall time spent waiting for the other hosts' batches
 
 
 def next_window_start(statuses: list[Status]) -> float:
@@ -71,6 +75,7 @@ class BrokerHost:
         spec.injections = []
         self.peers: list = []
         self.window_number = 0
+        self.busy_s = self.waiting_s = 0.0  # wall time running windows / waiting for peers (measured only)
         self.inbox: dict[int, dict[int, tuple]] = {}
         self.arrived = threading.Condition()
 
@@ -81,14 +86,24 @@ class BrokerHost:
         next_output = min(engine.earliest_output(), next_outgoing + engine.min_service)
         return Status(
             engine.next_time(), next_outgoing, next_output, engine.arrivals, engine.largest_queue(), engine.last_event_t,
+            self.window_number, self.busy_s, self.waiting_s,
         )
 
     def run_window(self, until: int, *batches):
+        started = time.perf_counter()
         for batch in batches:
             self.engine.receive(batch)
         self.engine.run_until(until)
         outbox = self.engine.take_outbox()
+        self.window_number += 1
+        self.busy_s += time.perf_counter() - started
         return (self.status(outbox), *[outbox.get(h, []) for h in range(self.spec.hosts)])
+
+    def node(self) -> str | None:
+        """The Ray node this host runs on (None outside Ray)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
     def connect(self, peers: list) -> None:
         """Actor handles of every host, indexed by host number (this host's own is unused)."""
@@ -108,12 +123,13 @@ class BrokerHost:
         while start < stop:
             status, *batches = self.run_window(int(min(window_end(statuses, lookahead), stop)))
             number = self.window_number
-            self.window_number += 1
             for host in others:
                 self.peers[host].deliver.remote(number, self.spec.host, batches[host], status)
+            started = time.perf_counter()
             with self.arrived:
                 self.arrived.wait_for(lambda: len(self.inbox.get(number, ())) == len(others))
                 received = self.inbox.pop(number, {})
+            self.waiting_s += time.perf_counter() - started
             statuses = [status]
             for host in sorted(received):
                 batch, peer_status = received[host]

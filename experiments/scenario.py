@@ -34,6 +34,7 @@ SCHEMA = {
     "protocol": {key: object for key in sorted(PROTOCOL_KEYS)},
     "runtime": {
         "hosts": object,
+        "cpus_per_host": object,
         "mailbox": {"capacity": int, "overflow": str},
         "costs": object,
         "sample_interval": "duration",
@@ -46,7 +47,7 @@ DEFAULTS = {
     "topology": {"link": {"latency": "1ms"}},
     "protocol": {"check_conformance": True, **{key: next(iter(choices)) for key, choices in MIXINS.items()},
                  "pruning": None, "soft_links": None, "relocation": None},
-    "runtime": {"hosts": "auto", "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
+    "runtime": {"hosts": "auto", "cpus_per_host": 0, "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
                 "sample_interval": "1s"},
     "output": {"dir": "runs"},
 }
@@ -171,6 +172,9 @@ def validate(raw: dict, path: Path) -> dict:
     hosts = runtime["hosts"]
     if not (hosts in ("all", "auto") or (isinstance(hosts, int) and not isinstance(hosts, bool) and hosts >= 0)):
         raise InputError(f"{path}: runtime.hosts: expected 0, a positive number, 'all' or 'auto', got {hosts!r}")
+    cpus = runtime["cpus_per_host"]
+    if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus < 0:
+        raise InputError(f"{path}: runtime.cpus_per_host: expected a non-negative number of CPUs, got {cpus!r}")
     if runtime["mailbox"]["capacity"] < 1:
         raise InputError(f"{path}: runtime.mailbox.capacity: expected at least 1")
     if runtime["mailbox"]["overflow"] not in ("drop", "block"):
@@ -355,6 +359,7 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     duration_us = None if duration is None else parse_duration(duration, f"{path}: duration")
     return RunSpec(
         name=scenario["name"], seed=scenario["seed"], graph=graph, injections=injections,
-        protocol={**scenario["protocol"], "seed": scenario["seed"]}, hosts=runtime["hosts"], settings=settings, costs=costs,
+        protocol={**scenario["protocol"], "seed": scenario["seed"]}, hosts=runtime["hosts"],
+        cpus_per_host=runtime["cpus_per_host"], settings=settings, costs=costs,
         duration_us=duration_us, scenario=scenario,
     )

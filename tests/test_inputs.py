@@ -114,6 +114,8 @@ CASES = [
      "protocol.relocation: does not compose with protocol.soft_links"),
     ("missing quotes", scenario(workload={"generator": {"name": "stock_quotes", "quotes": "nowhere"}}), None, {},
      "generator 'stock_quotes' refused its parameters: quotes:"),
+    ("bad cpus per host", scenario(runtime={"hosts": 2, "cpus_per_host": "one"}), None, {},
+     "runtime.cpus_per_host: expected a non-negative number of CPUs, got 'one'"),
     ("bad uplink", scenario(topology={"generator": {"name": "line", "n": 3}, "uplink": {"capacity": "fast"}}), None,
      {}, "topology.uplink.capacity: expected messages per second"),
     ("extends missing", None, "extends: base.yaml\nname: x\n", {}, "scenario.yaml: extends: scenario file"),

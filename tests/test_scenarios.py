@@ -125,3 +125,42 @@ def test_soft_links_skip_pure_forwarders_and_shorten_paths(tmp_path):
     assert s0["held"] == 0 and sh["held"] > 0
     assert sh["pure"] < 0.7 * s0["pure"] and sh["yield"] > s0["yield"] + 0.1
     assert sh["hops"] < s0["hops"] - 1 and sh["delay"] < 0.85 * s0["delay"]
+
+
+@pytest.mark.slow
+def test_relocation_moves_publishers_toward_their_subscribers(tmp_path):
+    """The relocation paper's comparison on the test-sized enterprise scenarios: the same
+    deliveries; GRAPE load 100 sends fewer publication copies than static placement, GRAPE
+    delay 100 delivers sooner, over fewer hops."""
+    figures = {}
+    for setting in ("static", "grape_load", "grape_delay"):
+        out = tmp_path / setting
+        assert main(["run", str(SCENARIOS / f"relocation_small_enterprise_{setting}.yaml"), "--out", str(out)]) == 0
+        messages, deliveries, events = (read_table(out, t).to_pandas() for t in ("messages", "deliveries", "events"))
+        figures[setting] = {
+            "pairs": set(zip(deliveries.pub_id, deliveries.sub_id)),
+            "copies": ((messages.kind == "pub") & messages.t_end_us.notna()).sum(),
+            "delay": (deliveries.t_deliver_us - deliveries.t_pub_us).mean(), "hops": deliveries.hops.mean(),
+            "migrations": (events.kind == "publisher_migrated").sum(),
+        }
+    static, load, delay = figures["static"], figures["grape_load"], figures["grape_delay"]
+    assert load["pairs"] == static["pairs"] == delay["pairs"] and len(static["pairs"]) > 1_000
+    assert static["migrations"] == 0 and load["migrations"] > 0 and delay["migrations"] > 0
+    assert load["copies"] < 0.8 * static["copies"]
+    assert delay["delay"] < 0.8 * static["delay"] and delay["hops"] < static["hops"] - 0.5
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_thousand_brokers_give_the_same_results_on_one_and_two_hosts(tmp_path, ray_session):
+    tables = {}
+    for hosts in (0, 2):
+        out = tmp_path / f"hosts-{hosts}"
+        assert main(["run", str(SCENARIOS / "scale_small_1000.yaml"), "--out", str(out),
+                     "--set", f"runtime.hosts={hosts}"]) == 0
+        tables[hosts] = {t: read_table(out, t).to_pandas() for t in ("deliveries", "messages")}
+    assert len(tables[0]["deliveries"]) > 100
+    for table, frame in tables[0].items():
+        columns = sorted(frame.columns)
+        ordered = lambda f: f[columns].sort_values(columns).reset_index(drop=True)  # noqa: E731
+        assert ordered(tables[2][table]).equals(ordered(frame)), table

@@ -1,0 +1,92 @@
+"""Runs on a multi-node Ray cluster (three nodes on this machine) and the cluster-launcher file."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from actors.coordinator import run
+from actors.results import read_table
+from experiments.scenario import resolve
+from tests.conftest import PROJECT_ROOT
+
+SCENARIO = PROJECT_ROOT / "experiments" / "scenarios" / "relocation_small_enterprise_grape_load.yaml"
+TABLES = ("deliveries", "messages", "samples", "events")
+
+# a head without CPUs and two workers of one CPU; hosts: auto with a CPU each
+ON_A_CLUSTER = """
+import json, sys
+import ray
+from ray.cluster_utils import Cluster
+from actors.coordinator import ray_runtime_env, run
+from experiments.scenario import resolve
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+cluster.wait_for_nodes()
+ray.init(address=cluster.address, runtime_env=ray_runtime_env(), log_to_driver=False, logging_level="ERROR")
+try:
+    manifest = run(resolve(sys.argv[1], ["runtime.hosts=auto", "runtime.cpus_per_host=1"]), sys.argv[2],
+                   progress=False)
+    print(json.dumps({"manifest": manifest, "head": cluster.head_node.node_id,
+                      "workers": [w.node_id for w in workers]}))
+finally:
+    ray.shutdown()
+    cluster.shutdown()
+"""
+
+
+def rows(run_dir) -> dict:
+    key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
+    return {t: sorted(read_table(run_dir, t).to_pylist(), key=key) for t in TABLES}
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_hosts_spread_over_the_worker_nodes_and_results_match_one_process(tmp_path):
+    result = subprocess.run([sys.executable, "-c", ON_A_CLUSTER, str(SCENARIO), str(tmp_path / "cluster")],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    manifest = found["manifest"]
+    assert manifest["hosts"] == 2  # every CPU but the driver's node's (the head has none)
+    assert sorted(manifest["host_nodes"]) == sorted(found["workers"])  # one host on each worker
+    assert found["head"] not in manifest["host_nodes"]
+    run(resolve(SCENARIO), tmp_path / "local", progress=False)
+    assert rows(tmp_path / "cluster") == rows(tmp_path / "local")
+
+
+def test_cluster_yaml_is_valid_for_the_installed_ray_and_keeps_hosts_off_the_head():
+    import jsonschema
+    import ray
+
+    schema = json.loads((Path(ray.__file__).parent / "autoscaler" / "ray-schema.json").read_text())
+    config = yaml.safe_load((PROJECT_ROOT / "cluster.yaml").read_text())
+    jsonschema.validate(config, schema)
+    head_start = " ".join(config["head_start_ray_commands"])
+    assert "--num-cpus=0" in head_start  # with runtime.cpus_per_host, no host fits on the head
+    assert "--dashboard-host=127.0.0.1" in head_start  # the dashboard stays on the head itself
+
+
+@pytest.mark.ray
+def test_runs_leave_no_host_actor_or_placement_group_behind(tmp_path, ray_session, monkeypatch):
+    from ray._private.state import actors
+    from ray.util import placement_group_table
+
+    from actors import coordinator
+
+    def alive_hosts() -> int:
+        return sum(1 for a in actors().values() if a["ActorClassName"] == "BrokerHost" and a["State"] != "DEAD")
+
+    before = alive_hosts()
+    spec = resolve(SCENARIO, ["runtime.hosts=2", "runtime.cpus_per_host=0.5"])
+    assert run(spec, tmp_path / "done", progress=False)["status"] == "complete"
+    monkeypatch.setattr(coordinator._RayTransport, "PLACEMENT_TIMEOUT_S", 2)
+    failing = resolve(SCENARIO, ["runtime.hosts=2", "runtime.cpus_per_host=64"])  # more CPUs than there are
+    with pytest.raises(RuntimeError, match="do not fit the cluster"):
+        run(failing, tmp_path / "failed", progress=False)
+    assert json.loads((tmp_path / "failed" / "manifest.json").read_text())["status"] == "failed"
+    assert alive_hosts() == before
+    assert all(group["state"] == "REMOVED" for group in placement_group_table().values())
