@@ -16,37 +16,26 @@ paused) and selection times.
 """
 import argparse
 import json
-import sys
-import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from comparison import SCENARIOS, compare, print_table
 
-from actors.coordinator import run  # noqa: E402
-from actors.results import read_table  # noqa: E402
-from experiments.scenario import resolve  # noqa: E402
-
-CONTROL = ("trace_reply", "trace_collect", "trace_report", "pop_walk", "pop_target", "migration_adv", "migration_done")
+from actors.results import read_table
+from protocols.relocation import CONTROL_KINDS
 
 
-def measure(scenario: Path, overrides: list[str], out: Path) -> dict:
-    spec = resolve(scenario, overrides)
-    started = time.perf_counter()
-    manifest = run(spec, out, progress=False)
-    wall = time.perf_counter() - started
+def measure(out, manifest: dict) -> dict:
     messages = read_table(out, "messages").to_pandas()
     deliveries = read_table(out, "deliveries").to_pandas()
     samples = read_table(out, "samples").to_pandas()
     events = read_table(out, "events").to_pandas()
     seconds, brokers = manifest["sim_end_us"] / 1e6, manifest["brokers"]
     processed = messages[messages.t_end_us.notna()]
-    control = processed.kind.isin(CONTROL).sum()
+    control = processed.kind.isin(CONTROL_KINDS).sum()
     moves = [json.loads(d) for d in events[events.kind == "publisher_migrated"].detail]
     delay_ms = (deliveries.t_deliver_us - deliveries.t_pub_us) / 1000
     return {
-        "wall_s": wall, "events_per_s": manifest["events"] / wall, "deliveries": len(deliveries),
+        "deliveries": len(deliveries),
         "msg_rate": len(processed) / brokers / seconds, "pub_rate": (processed.kind == "pub").sum() / brokers / seconds,
         "utilisation": samples.busy_us.sum() / 1e6 / brokers / seconds,
         "delay_ms": delay_ms.mean(), "p90_ms": delay_ms.quantile(0.9), "hops": deliveries.hops.mean(),
@@ -74,17 +63,9 @@ def main() -> None:
     if args.quotes:
         overrides.append(f"workload.generator.quotes={Path(args.quotes).resolve()}")
     prefix = "relocation_small" if args.size == "small" else "relocation"
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for setting in args.settings.split(","):
-            scenario = ROOT / "experiments" / "scenarios" / f"{prefix}_{args.distribution}_{setting}.yaml"
-            rows.append({"setting": setting, **measure(scenario, overrides, Path(tmp) / setting)})
-            print(f"{setting}: {rows[-1]['wall_s']:.0f} s", file=sys.stderr)
-    print("| " + " | ".join(name for name, _ in COLUMNS) + " |")
-    print("|" + "---|" * len(COLUMNS))
-    for row in rows:
-        print("| " + " | ".join(fmt.format(row[name]) for name, fmt in COLUMNS) + " |")
-
+    variants = {setting: SCENARIOS / f"{prefix}_{args.distribution}_{setting}.yaml"
+                for setting in args.settings.split(",")}
+    print_table(compare("setting", variants, overrides, measure), COLUMNS)
 
 if __name__ == "__main__":
     main()

@@ -11,24 +11,13 @@ forwarders (processed copies at a broker with no local delivery of that publicat
 uplink and the soft links held at the end.
 """
 import argparse
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from comparison import SCENARIOS, compare, print_table
 
-from actors.coordinator import run  # noqa: E402
-from actors.results import read_table  # noqa: E402
-from experiments.scenario import resolve  # noqa: E402
+from actors.results import read_table
 
 
-def measure(scenario: Path, overrides: list[str], out: Path) -> dict:
-    spec = resolve(scenario, overrides)
-    started = time.perf_counter()
-    manifest = run(spec, out, progress=False)
-    wall = time.perf_counter() - started
+def measure(out, manifest: dict) -> dict:
     messages = read_table(out, "messages").to_pandas()
     deliveries = read_table(out, "deliveries").to_pandas()
     samples = read_table(out, "samples").to_pandas()
@@ -38,7 +27,7 @@ def measure(scenario: Path, overrides: list[str], out: Path) -> dict:
     delay_ms = (deliveries.t_deliver_us - deliveries.t_pub_us) / 1000
     last = samples[samples.t_us == samples.t_us.max()]
     return {
-        "wall_s": wall, "events_per_s": manifest["events"] / wall, "deliveries": len(deliveries),
+        "deliveries": len(deliveries),
         "traffic": int(copies.sender.notna().sum()), "pure": len(copies) - useful, "yield": useful / len(copies),
         "hops": deliveries.hops.mean(), "delay_ms": delay_ms.mean(), "p90_ms": delay_ms.quantile(0.9),
         "uplink": samples.uplink_utilisation.max(), "soft_links": int(last.soft_links.sum()),
@@ -57,17 +46,9 @@ def main() -> None:
     parser.add_argument("--strategies", default="S0,SH")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for strategy in args.strategies.split(","):
-            scenario = ROOT / "experiments" / "scenarios" / f"softlinks_{args.size}_{args.dataset}_{strategy}.yaml"
-            rows.append({"strategy": strategy, **measure(scenario, args.overrides, Path(tmp) / strategy)})
-            print(f"{strategy}: {rows[-1]['wall_s']:.1f} s", file=sys.stderr)
-    print("| " + " | ".join(name for name, _ in COLUMNS) + " |")
-    print("|" + "---|" * len(COLUMNS))
-    for row in rows:
-        print("| " + " | ".join(fmt.format(row[name]) for name, fmt in COLUMNS) + " |")
-
+    variants = {strategy: SCENARIOS / f"softlinks_{args.size}_{args.dataset}_{strategy}.yaml"
+                for strategy in args.strategies.split(",")}
+    print_table(compare("strategy", variants, args.overrides, measure), COLUMNS)
 
 if __name__ == "__main__":
     main()

@@ -72,6 +72,9 @@ from .routing import LOCAL
 ALGORITHMS = ("grape", "pop")
 METRICS = ("load", "delay")
 AVERAGE_WEIGHT = 0.25  # POP: the weight of a new trace in a running average
+# the message kinds this protocol adds (its control overhead)
+CONTROL_KINDS = ("trace_reply", "trace_collect", "trace_report", "pop_walk", "pop_target",
+                 "migration_adv", "migration_done")
 
 
 @dataclass(frozen=True)
