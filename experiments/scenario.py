@@ -19,6 +19,7 @@ from actors.costs import load_profile
 from actors.engine import Settings
 from protocols.errors import InputError
 from protocols.pruning import PruningSettings
+from protocols.multitree import MultitreeSettings
 from protocols.relocation import RelocationSettings
 from protocols.softlinks import SoftLinkSettings
 from protocols.stack import MIXINS, PROTOCOL_KEYS
@@ -46,7 +47,7 @@ DEFAULTS = {
     "duration": None,
     "topology": {"link": {"latency": "1ms"}},
     "protocol": {"check_conformance": True, **{key: next(iter(choices)) for key, choices in MIXINS.items()},
-                 "pruning": None, "soft_links": None, "relocation": None},
+                 "pruning": None, "soft_links": None, "relocation": None, "multitree": None},
     "runtime": {"hosts": "auto", "cpus_per_host": 0, "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
                 "sample_interval": "1s"},
     "output": {"dir": "runs"},
@@ -189,6 +190,7 @@ def validate(raw: dict, path: Path) -> dict:
     scenario["protocol"]["pruning"] = _pruning(scenario["protocol"], path)
     scenario["protocol"]["soft_links"] = _soft_links(scenario["protocol"], path)
     scenario["protocol"]["relocation"] = _relocation(scenario["protocol"], path)
+    scenario["protocol"]["multitree"] = _multitree(scenario["protocol"], path)
     return scenario
 
 
@@ -232,6 +234,19 @@ def _relocation(protocol: dict, path: Path) -> dict | None:
     if protocol["soft_links"] is not None:
         raise InputError(f"{path}: protocol.relocation: does not compose with protocol.soft_links (set it to null)")
     return _parsed_settings(RelocationSettings, given, "relocation", path)
+
+
+def _multitree(protocol: dict, path: Path) -> dict | None:
+    """``protocol.multitree`` resolved to every setting (durations in microseconds), or None."""
+    given = _given_mapping(protocol, "multitree", "{algorithm: MULT}", path)
+    if given is None:
+        return None
+    others = [key for key in ("pruning", "soft_links", "relocation") if protocol[key] is not None]
+    if protocol["covering"] != "none" or others:
+        what = f"protocol.{others[0]}" if others else f"protocol.covering {protocol['covering']!r}"
+        raise InputError(f"{path}: protocol.multitree: routes on its own trees and does not compose with {what} "
+                         "(covering must be none; pruning, soft_links and relocation null)")
+    return _parsed_settings(MultitreeSettings, given, "multitree", path)
 
 
 def _parsed_settings(settings_class, given: dict, key: str, path: Path) -> dict:
@@ -297,7 +312,13 @@ def build_topology(scenario: dict, base: Path, path: Path):
     else:
         graph = _call_generator(topology["generator"], topologies.GENERATORS, f"{path}: topology.generator")
         where = f"{path}: topology.generator"
-    topologies.check_tree(graph, where)
+    multitree = scenario["protocol"]["multitree"]
+    topologies.check_tree(graph, where, acyclic=multitree is None)
+    if multitree is not None:
+        try:
+            MultitreeSettings(**multitree).check_brokers(graph)
+        except ValueError as exc:
+            raise InputError(f"{path}: protocol.multitree.{exc}") from None
     for a, b in graph.edges:
         if graph.edges[a, b].get("latency_us") is None:
             graph.edges[a, b]["latency_us"] = default_latency

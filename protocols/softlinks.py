@@ -52,6 +52,7 @@ import numpy as np
 from .broker import Route
 from .messages import Message
 from .routing import LOCAL
+from .trees import meet
 
 STRATEGIES = ("S0", "S1", "S2", "SH")
 
@@ -172,14 +173,7 @@ class DeltaView:
 
     def meet(self, a: int, b: int) -> int:
         """The farthest broker from the root on both primary paths (root -> a, root -> b)."""
-        depth, parent = self.depth, self.parent
-        while depth[a] > depth[b]:
-            a = parent[a]
-        while depth[b] > depth[a]:
-            b = parent[b]
-        while a != b:
-            a, b = parent[a], parent[b]
-        return a
+        return meet(self.parent, self.depth, a, b)
 
 
 class SoftLinks:

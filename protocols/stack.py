@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .broker import Broker
 from .covering import ActiveCovering, LazyCovering, PackingCovering
+from .multitree import Multitree
 from .pruning import Pruning
 from .relocation import Relocation
 from .softlinks import SoftLinks
@@ -12,7 +13,9 @@ MIXINS: dict[str, dict[str, type | None]] = {
     "covering": {"none": None, "lazy": LazyCovering, "active": ActiveCovering, "packing": PackingCovering},
 }
 # protocol key -> mixin added when the key's settings are given (null: off), outermost first
-CONFIGURED_MIXINS: dict[str, type] = {"relocation": Relocation, "pruning": Pruning, "soft_links": SoftLinks}
+CONFIGURED_MIXINS: dict[str, type] = {
+    "multitree": Multitree, "relocation": Relocation, "pruning": Pruning, "soft_links": SoftLinks,
+}
 PROTOCOL_KEYS = {"check_conformance", *MIXINS, *CONFIGURED_MIXINS}
 
 

@@ -2,7 +2,8 @@
 
 Brokers are graph nodes named by strings; a node may carry ``role`` (core, inner, edge) and
 an edge may carry ``latency_us``. The overlay must be a tree (acyclic and connected): the
-base routing protocol relies on it.
+base routing protocol relies on it. Content-aware multi-tree routing builds its own trees and
+takes any connected overlay (``transit_stub`` generates such graphs).
 """
 from __future__ import annotations
 
@@ -100,16 +101,77 @@ def load_edgelist(path: Path, parse_latency: Callable[[str, str], int]) -> nx.Gr
     return graph
 
 
-def check_tree(graph: nx.Graph, where: str) -> None:
+def check_tree(graph: nx.Graph, where: str, acyclic: bool = True) -> None:
+    """The overlay is connected and, unless ``acyclic`` is False, a tree."""
     if graph.number_of_nodes() == 0:
         raise InputError(f"{where}: the overlay has no brokers")
     if not nx.is_connected(graph):
         parts = sorted((sorted(c) for c in nx.connected_components(graph)), key=len)
         raise InputError(f"{where}: the overlay is disconnected ({len(parts)} parts; e.g. {', '.join(parts[0][:5])} "
                          "cannot reach the rest)")
-    if graph.number_of_edges() != graph.number_of_nodes() - 1:
+    if acyclic and graph.number_of_edges() != graph.number_of_nodes() - 1:
         cycle = nx.find_cycle(graph)
-        raise InputError(f"{where}: the overlay must be acyclic; cycle through {' - '.join(a for a, _ in cycle)}")
+        raise InputError(f"{where}: the overlay must be acyclic (only protocol.multitree routes on a graph "
+                         f"with cycles); cycle through {' - '.join(a for a, _ in cycle)}")
+
+
+@generator("transit_stub")
+def transit_stub(
+    transit_domains: int = 2,
+    transit_nodes: int = 4,
+    stubs_per_transit: int = 3,
+    stub_nodes: int = 8,
+    transit_edge_probability: float = 0.6,
+    stub_edge_probability: float = 0.3,
+    domain_edge_probability: float = 0.5,
+    seed: int = 0,
+) -> nx.Graph:
+    """A GT-ITM-like transit-stub graph, seeded: ``transit_domains`` domains of
+    ``transit_nodes`` transit brokers; every transit broker has ``stubs_per_transit`` stub
+    domains of ``stub_nodes`` brokers, one of them linked to it. Inside a domain every pair is
+    linked with the domain's edge probability (and a random spanning tree keeps it connected);
+    every pair of transit domains is linked (one random pair of their brokers) with
+    ``domain_edge_probability``, and the domains are kept connected the same way. Brokers are
+    ``t<d>-<i>`` (role transit) and ``s<d>-<i>-<k>-<j>`` (role stub)."""
+    counts = (transit_domains, transit_nodes, stubs_per_transit, stub_nodes)
+    if min(counts) < 1:
+        raise ValueError("transit_domains, transit_nodes, stubs_per_transit and stub_nodes must be at least 1")
+    for name, p in (("transit_edge_probability", transit_edge_probability),
+                    ("stub_edge_probability", stub_edge_probability),
+                    ("domain_edge_probability", domain_edge_probability)):
+        if not 0 <= p <= 1:
+            raise ValueError(f"{name} must be within [0, 1], got {p}")
+    rng = random.Random(f"{seed}/transit_stub")
+    graph = nx.Graph()
+    domains = []
+    for d in range(transit_domains):
+        transit = [f"t{d}-{i}" for i in range(transit_nodes)]
+        graph.add_nodes_from(transit, role="transit")
+        _random_domain(graph, transit, transit_edge_probability, rng)
+        domains.append(transit)
+        for i, gateway in enumerate(transit):
+            for k in range(stubs_per_transit):
+                stub = [f"s{d}-{i}-{k}-{j}" for j in range(stub_nodes)]
+                graph.add_nodes_from(stub, role="stub")
+                _random_domain(graph, stub, stub_edge_probability, rng)
+                graph.add_edge(gateway, rng.choice(stub))
+    for a in range(transit_domains):
+        for b in range(a + 1, transit_domains):
+            if rng.random() < domain_edge_probability:
+                graph.add_edge(rng.choice(domains[a]), rng.choice(domains[b]))
+    for b in range(1, transit_domains):  # a random spanning tree over the domains
+        graph.add_edge(rng.choice(domains[rng.randrange(b)]), rng.choice(domains[b]))
+    return graph
+
+
+def _random_domain(graph: nx.Graph, nodes: list[str], probability: float, rng: random.Random) -> None:
+    """Link every pair of ``nodes`` with ``probability``, and along a random spanning tree."""
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1:]:
+            if rng.random() < probability:
+                graph.add_edge(a, b)
+    for i in range(1, len(nodes)):
+        graph.add_edge(nodes[rng.randrange(i)], nodes[i])
 
 
 def _enterprise(subscriber_edges: int) -> nx.Graph:

@@ -6,6 +6,7 @@ a generated workload can be written out and replayed as a trace.
 """
 from __future__ import annotations
 
+import math
 import random
 from typing import Callable
 
@@ -422,6 +423,82 @@ def zipf_groups(
                         "content": f"[class,'G{g}'],{values}"})
         t += publish_interval
     return records
+
+
+KEYWORD_DATASETS = {"Localized1": 2.0, "Localized2": 15.0, "Uniform": 100.0}
+
+
+@generator("keywords")
+def keywords(
+    brokers: list[str],
+    graph=None,
+    seed: int = 0,
+    dataset: str = "Localized1",
+    keywords: int = 1000,
+    subscribers: int = 10,
+    publishers: int = 100,
+    documents: int = 2000,
+    keywords_per_document: int = 3,
+    subscribe_interval: float = 0.001,
+    publish_interval: float = 0.05,
+) -> list[dict]:
+    """The content-aware multi-tree paper's keyword workload: per keyword a neighbourhood of x%
+    of the brokers around a random root (the ``dataset``: Localized1 x = 2, Localized2 x = 15,
+    Uniform x = 100; breadth first, neighbours in name order), 1 to ``subscribers``
+    subscriptions ``[k<i>,isPresent,0]`` at brokers drawn from it. Each document comes from a
+    random one of ``publishers`` publisher brokers and names 1 to ``keywords_per_document``
+    keywords drawn from those whose neighbourhood holds its publisher (the keywords of nearby
+    subscribers; any keyword where none does). Subscriptions come first, then documents."""
+    if dataset not in KEYWORD_DATASETS:
+        raise ValueError(f"dataset: expected one of {', '.join(KEYWORD_DATASETS)}, got {dataset!r}")
+    if min(keywords, subscribers, publishers, documents, keywords_per_document) < 1:
+        raise ValueError("keywords, subscribers, publishers, documents and keywords_per_document must be at least 1")
+    rng = rng_for(seed, "keywords")
+    size = max(1, math.ceil(len(brokers) * KEYWORD_DATASETS[dataset] / 100))
+    near: dict[str, list[int]] = {b: [] for b in brokers}
+    records = []
+    t = 0.0
+    for k in range(keywords):
+        hood = _neighbourhood(graph, brokers, rng.choice(brokers), size)
+        for b in hood:
+            near[b].append(k)
+        for j, broker in enumerate(rng.sample(hood, min(rng.randint(1, subscribers), len(hood)))):
+            records.append({"t": round(t, 6), "op": "subscribe", "client": f"S{k}-{j}", "broker": broker,
+                            "id": f"K{k}-{j}", "filter": f"[k{k},isPresent,0]"})
+            t += subscribe_interval
+    every = ",".join(f"[k{k},isPresent,0]" for k in range(keywords))
+    places = sorted(rng.sample(brokers, min(publishers, len(brokers))))
+    for i, broker in enumerate(places):
+        records.append({"t": round(t, 6), "op": "advertise", "client": f"P{i}", "broker": broker, "id": f"A{i}",
+                        "filter": every})
+    t += 1.0
+    for m in range(documents):
+        i = rng.randrange(len(places))
+        candidates = near[places[i]] or list(range(keywords))
+        chosen = sorted(rng.sample(candidates, min(rng.randint(1, keywords_per_document), len(candidates))))
+        records.append({"t": round(t, 6), "op": "publish", "client": f"P{i}", "id": f"D{m}",
+                        "content": ",".join(f"[k{k},1]" for k in chosen)})
+        t += publish_interval
+    return records
+
+
+def _neighbourhood(graph, brokers: list[str], root: str, size: int) -> list[str]:
+    """The first ``size`` brokers breadth first from ``root`` (all brokers, in name order,
+    without a graph)."""
+    if graph is None:
+        return sorted(brokers)[:size]
+    found, frontier = [root], [root]
+    seen = {root}
+    while frontier and len(found) < size:
+        following = []
+        for node in frontier:
+            for other in sorted(graph.neighbors(node)):
+                if other not in seen:
+                    seen.add(other)
+                    following.append(other)
+        found += following
+        frontier = following
+    return found[:size]
 
 
 from . import stockquotes  # noqa: E402,F401  (registers stock_quotes)

@@ -1,0 +1,412 @@
+"""Dissemination trees for content-aware multi-tree routing (protocols/multitree.py): the cost
+model, COMPUTETREE (Algorithm 1) with a low-stretch spanning tree, the clusterings MULT2
+(Algorithm 2) and MULT (Algorithm 3), and the baselines SINGLE, SPT and OPT.
+
+Everything is in the hop metric: the communication cost the paper minimises is publication
+copies, one per tree edge a copy crosses. The unit clustered is a subscription *group*: the
+subscriptions with one filter (text), wherever they are. Pure functions over networkx graphs;
+every tie is broken by name or index order, so results depend only on their inputs.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass
+from itertools import combinations
+
+import networkx as nx
+import numpy as np
+from networkx.algorithms.approximation import steiner_tree
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A sampled publication: its publisher's broker and, per subscription group it matches,
+    the brokers of that group's matching subscriptions."""
+
+    publisher: str
+    groups: tuple[tuple[str, tuple[str, ...]], ...]  # (group, brokers), sorted
+
+    def brokers(self, groups) -> set[str]:
+        """The publisher and the brokers of the matching subscriptions of ``groups``."""
+        found = {self.publisher}
+        for group, brokers in self.groups:
+            if group in groups:
+                found.update(brokers)
+        return found
+
+
+def meet(parent, depth, a: int, b: int) -> int:
+    """The deepest common ancestor of ``a`` and ``b`` in a rooted tree (``parent`` and ``depth``
+    indexed by node)."""
+    while depth[a] > depth[b]:
+        a = parent[a]
+    while depth[b] > depth[a]:
+        b = parent[b]
+    while a != b:
+        a, b = parent[a], parent[b]
+    return a
+
+
+class Tree:
+    """A spanning tree over the brokers (indexed in name order), rooted at index 0, as arrays:
+    ``parent`` (-1 at the root), ``depth``, and pre-order entry/exit times ``tin``/``tout``
+    (``b`` is in the subtree of ``a`` when ``tin[a] <= tin[b] < tout[a]``)."""
+
+    def __init__(self, graph: nx.Graph, names: list[str]) -> None:
+        index = {name: i for i, name in enumerate(names)}
+        n = len(names)
+        adjacency = [sorted(index[m] for m in graph.neighbors(name)) for name in names]
+        self.parent = np.full(n, -1, np.int32)
+        self.depth = np.zeros(n, np.int32)
+        self.tin = np.zeros(n, np.int32)
+        self.tout = np.zeros(n, np.int32)
+        seen = np.zeros(n, bool)
+        seen[0], clock, stack = True, 1, [(0, iter(adjacency[0]))]
+        while stack:
+            node, children = stack[-1]
+            child = next((c for c in children if not seen[c]), None)
+            if child is None:
+                self.tout[node] = clock
+                stack.pop()
+                continue
+            seen[child] = True
+            self.parent[child], self.depth[child], self.tin[child] = node, self.depth[node] + 1, clock
+            clock += 1
+            stack.append((child, iter(adjacency[child])))
+        if not seen.all():
+            raise ValueError("the tree does not span every broker")
+        self.edges = graph.number_of_edges()
+
+    def joining_edges(self, nodes) -> int:
+        """Edges of the smallest subtree joining ``nodes`` (broker indices)."""
+        nodes = sorted(set(nodes))
+        if len(nodes) < 2:
+            return 0
+        parent = self.parent
+        top = nodes[0]
+        for node in nodes[1:]:
+            top = meet(parent, self.depth, top, node)
+        marked, count = set(), 0
+        for node in nodes:
+            while node != top and node not in marked:
+                marked.add(node)
+                count += 1
+                node = parent[node]
+        return count
+
+
+    def next_hops(self, node: int, targets: np.ndarray) -> np.ndarray:
+        """Per target broker index, the neighbour of ``node`` on the tree path toward it (the
+        node itself for a target equal to it)."""
+        children = np.flatnonzero(self.parent == node)
+        children = children[np.argsort(self.tin[children])]
+        hops = np.full(len(targets), self.parent[node], np.int64)
+        below = (self.tin[targets] > self.tin[node]) & (self.tin[targets] < self.tout[node])
+        if below.any():
+            position = np.searchsorted(self.tin[children], self.tin[targets[below]], side="right") - 1
+            hops[below] = children[position]
+        hops[targets == node] = node
+        return hops
+
+
+def bfs_tree(graph: nx.Graph, root: str) -> nx.Graph:
+    """The breadth-first (hop shortest-path) tree from ``root``, neighbours in name order."""
+    tree = nx.Graph()
+    tree.add_node(root)
+    return _spanning(graph, tree)
+
+
+def spt(graph: nx.Graph, seed: int) -> nx.Graph:
+    """SPT: the shortest-path tree from a root drawn from the seeded generator."""
+    names = sorted(graph)
+    return bfs_tree(graph, names[random.Random(f"{seed}/spt").randrange(len(names))])
+
+
+# ---------------------------------------------------------------------- low-stretch trees
+
+
+def low_stretch_tree(graph: nx.Graph, length: str = "length", seed: int = 0) -> nx.Graph:
+    """A low-stretch spanning tree of a connected graph (Alon, Karp, Peleg and West, "A
+    graph-theoretic game and its application to the k-server problem", 1995): edges fall into
+    length classes of ratio ``y``; round j contracts the current clusters, grows balls over
+    the edges of classes up to j (breadth first, from cluster representatives in a seeded
+    order, stopping at the first layer whose outgoing edges are at most 1/x of the edges
+    inside), keeps each ball's breadth-first edges and merges the ball into one cluster."""
+    names = sorted(graph)
+    if len(names) < 2:
+        return graph.subgraph(names).copy()
+    lengths = {_edge(a, b): float(d.get(length, 1.0)) for a, b, d in graph.edges(data=True)}
+    shortest = min(lengths.values())
+    n = len(names)
+    x = max(2.0, math.exp(math.sqrt(math.log(n) * math.log(max(math.log(n), 2.0)))))
+    y = 4 * x
+    klass = {e: int(math.log(value / shortest, y)) for e, value in lengths.items()}
+    rng = random.Random(f"{seed}/low_stretch_tree")
+    cluster = {name: name for name in names}
+    members = {name: [name] for name in names}
+    tree = nx.Graph()
+    tree.add_nodes_from(names)
+    level = 0
+    while tree.number_of_edges() < n - 1:
+        contracted = _contracted(cluster, klass, level)
+        if not contracted:
+            level += 1
+            continue
+        for ball in _balls(contracted, rng, x):
+            for a, b in ball.edges:
+                tree.add_edge(*ball.edges[a, b]["original"])
+            root = min(ball)
+            for member in sorted(ball):
+                if member != root:
+                    moved = members.pop(member)
+                    for name in moved:
+                        cluster[name] = root
+                    members[root].extend(moved)
+        level += 1
+    return tree
+
+
+def _edge(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a < b else (b, a)
+
+
+def _contracted(cluster: dict[str, str], klass: dict, level: int) -> dict[str, dict[str, list]]:
+    """Clusters linked by edges of classes up to ``level``: cluster -> neighbour -> [count,
+    shortest original edge]."""
+    contracted: dict[str, dict[str, list]] = {}
+    for (a, b), k in sorted(klass.items()):
+        ca, cb = cluster[a], cluster[b]
+        if k > level or ca == cb:
+            continue
+        for here, there in ((ca, cb), (cb, ca)):
+            entry = contracted.setdefault(here, {}).setdefault(there, [0, (a, b)])
+            entry[0] += 1
+    return contracted
+
+
+def _balls(contracted: dict[str, dict[str, list]], rng: random.Random, x: float):
+    """Partition the contracted clusters into breadth-first balls (each an nx tree whose edges
+    carry the ``original`` edge)."""
+    order = sorted(contracted)
+    rng.shuffle(order)
+    taken: set[str] = set()
+    for start in order:
+        if start in taken:
+            continue
+        ball = nx.Graph()
+        ball.add_node(start)
+        taken.add(start)
+        layer, inside = [start], 0
+        while True:
+            reached: dict[str, tuple[str, str]] = {}
+            outgoing = 0
+            for node in layer:
+                for other, (count, original) in sorted(contracted[node].items()):
+                    if other in taken:
+                        continue
+                    outgoing += count
+                    reached.setdefault(other, (node, original))
+            if not reached or outgoing <= inside / x:
+                break
+            for other, (node, original) in reached.items():
+                ball.add_edge(node, other, original=original)
+                taken.add(other)
+            inside = sum(count for node in ball for other, (count, _) in contracted[node].items() if other in ball) // 2
+            layer = list(reached)
+        yield ball
+
+
+def average_stretch(graph: nx.Graph, tree: nx.Graph) -> float:
+    """Mean over the graph's edges of the tree distance between their ends (hops)."""
+    total = 0
+    for a, b in graph.edges:
+        total += nx.shortest_path_length(tree, a, b)
+    return total / graph.number_of_edges()
+
+
+# ---------------------------------------------------------------------- COMPUTETREE
+
+
+def steiner(graph: nx.Graph, terminals) -> nx.Graph:
+    """An approximate Steiner tree joining ``terminals`` (Mehlhorn's 2-approximation)."""
+    terminals = sorted(terminals)
+    if len(terminals) < 2:
+        tree = nx.Graph()
+        tree.add_nodes_from(terminals)
+        return tree
+    return steiner_tree(graph, terminals, method="mehlhorn")
+
+
+def compute_tree(graph: nx.Graph, docs: list[Doc], groups, seed: int = 0, known: dict | None = None) -> nx.Graph:
+    """COMPUTETREE (Algorithm 1): per document a Steiner tree joining its publisher and the
+    brokers of its matching subscriptions in ``groups``; their union, edges weighted by how
+    many documents use them (length 1 / multiplicity); a low-stretch spanning tree of the
+    union's largest part; then shortest paths to every broker the tree lacks. ``known`` keeps
+    Steiner trees by terminal set across calls."""
+    known = {} if known is None else known
+    used: Counter = Counter()
+    for doc in docs:
+        terminals = frozenset(doc.brokers(groups))
+        if len(terminals) > 1:
+            edges = known.get(terminals)
+            if edges is None:
+                edges = known[terminals] = [_edge(a, b) for a, b in steiner(graph, terminals).edges]
+            used.update(edges)
+    union = nx.Graph()
+    for (a, b), count in sorted(used.items()):
+        union.add_edge(a, b, length=1.0 / count)
+    if union.number_of_nodes() == 0:
+        return bfs_tree(graph, min(graph))
+    largest = min(nx.connected_components(union), key=lambda part: (-len(part), min(part)))
+    return _spanning(graph, low_stretch_tree(union.subgraph(largest).copy(), seed=seed))
+
+
+def _spanning(graph: nx.Graph, tree: nx.Graph) -> nx.Graph:
+    """``tree`` grown to span the graph: every missing broker joins by a shortest path."""
+    tree = tree.copy()
+    frontier = sorted(tree)
+    while frontier:
+        following = []
+        for node in frontier:
+            for other in sorted(graph.neighbors(node)):
+                if other not in tree:
+                    tree.add_edge(node, other)
+                    following.append(other)
+        frontier = following
+    return tree
+
+
+# ---------------------------------------------------------------------- cost model
+
+
+def cluster_cost(tree: Tree, index: dict[str, int], docs: list[Doc], groups) -> int:
+    """cost(S_i, T_i): over the documents, the edges of the smallest subtree of the tree joining
+    the publisher and the brokers of its matching subscriptions in the cluster's groups."""
+    total = 0
+    for doc in docs:
+        brokers = doc.brokers(groups)
+        if len(brokers) > 1:
+            total += tree.joining_edges(index[b] for b in brokers)
+    return total
+
+
+def opt_cost(graph: nx.Graph, docs: list[Doc]) -> int:
+    """OPT: a Steiner tree per document over every broker it matches."""
+    every = {group for doc in docs for group, _ in doc.groups}
+    return sum(steiner(graph, doc.brokers(every)).number_of_edges() for doc in docs)
+
+
+@dataclass
+class Cluster:
+    groups: frozenset[str]
+    docs: tuple[int, ...]  # indices of the documents matching one of its groups
+    tree: nx.Graph
+    tree_arrays: Tree
+    cost: int
+
+
+class Planner:
+    """Computes configurations (clusters with one tree each) for one overlay and one window
+    of sampled documents; caches each cluster's tree, so a clustering pays COMPUTETREE once
+    per cluster it considers. ``trees_computed`` counts those calls (the work measure)."""
+
+    def __init__(self, graph: nx.Graph, docs: list[Doc], seed: int = 0) -> None:
+        self.graph = graph
+        self.names = sorted(graph)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.docs = docs
+        self.seed = seed
+        self.trees_computed = 0
+        self._clusters: dict[frozenset, Cluster] = {}
+        self._steiner: dict[frozenset, list] = {}  # terminal set -> Steiner tree edges
+        self.docs_of: dict[str, set[int]] = {}
+        for i, doc in enumerate(docs):
+            for group, _ in doc.groups:
+                self.docs_of.setdefault(group, set()).add(i)
+
+    def cluster(self, groups) -> Cluster:
+        groups = frozenset(groups)
+        found = self._clusters.get(groups)
+        if found is None:
+            indices = tuple(sorted(set().union(*(self.docs_of.get(g, set()) for g in groups))))
+            docs = [self.docs[i] for i in indices]
+            tree = compute_tree(self.graph, docs, groups, self.seed, self._steiner)
+            self.trees_computed += 1
+            arrays = Tree(tree, self.names)
+            found = Cluster(groups, indices, tree, arrays, cluster_cost(arrays, self.index, docs, groups))
+            self._clusters[groups] = found
+        return found
+
+    def cost(self, clusters: list[Cluster]) -> int:
+        return sum(c.cost for c in clusters)
+
+    def cost_on(self, tree: Tree, groups) -> int:
+        """The cost of a cluster of ``groups`` on a given tree (SPT, the current trees)."""
+        groups = frozenset(groups)
+        docs = [self.docs[i] for i in sorted(set().union(*(self.docs_of.get(g, set()) for g in groups)))]
+        return cluster_cost(tree, self.index, docs, groups)
+
+    def sampled_groups(self) -> list[str]:
+        return sorted(self.docs_of)
+
+    def single(self) -> list[Cluster]:
+        """SINGLE: one COMPUTETREE tree for every group."""
+        return [self.cluster(self.sampled_groups())]
+
+    def mult2(self) -> list[Cluster]:
+        """MULT2 (Algorithm 2): from one cluster per group, merge the pair with the largest
+        cost reduction until no merge reduces cost. Only pairs sharing a document are
+        considered: the cost of documents matching one side only cannot fall by merging."""
+        clusters = {min(c.groups): c for c in (self.cluster([g]) for g in self.sampled_groups())}
+        while True:
+            best, best_gain = None, 0
+            for a, b in self._overlapping_pairs(clusters):
+                merged = self.cluster(clusters[a].groups | clusters[b].groups)
+                gain = clusters[a].cost + clusters[b].cost - merged.cost
+                if gain > best_gain:
+                    best, best_gain = (a, b), gain
+            if best is None:
+                return [clusters[k] for k in sorted(clusters)]
+            a, b = best
+            merged = self.cluster(clusters.pop(a).groups | clusters.pop(b).groups)
+            clusters[min(merged.groups)] = merged
+
+    def mult(self) -> list[Cluster]:
+        """MULT (Algorithm 3): from one cluster per group, merge the pair whose documents
+        overlap most (Jaccard similarity) until one cluster is left, and keep the cheapest
+        configuration seen. Once no two clusters share a document, the last step merges all
+        of them at once (the similarity of every pair is 0: the order would be arbitrary)."""
+        clusters = {min(c.groups): c for c in (self.cluster([g]) for g in self.sampled_groups())}
+        best = list(clusters.values())
+        best_cost = self.cost(best)
+        while len(clusters) > 1:
+            pairs = self._overlapping_pairs(clusters)
+            if pairs:
+                a, b = max(pairs, key=lambda p: self._similarity(clusters[p[0]], clusters[p[1]]))
+                merged = self.cluster(clusters.pop(a).groups | clusters.pop(b).groups)
+                clusters[min(merged.groups)] = merged
+            else:
+                merged = self.cluster(frozenset().union(*(c.groups for c in clusters.values())))
+                clusters = {min(merged.groups): merged}
+            cost = self.cost(list(clusters.values()))
+            if cost < best_cost:
+                best, best_cost = [clusters[k] for k in sorted(clusters)], cost
+        return sorted(best, key=lambda c: min(c.groups))
+
+    @staticmethod
+    def _similarity(a: Cluster, b: Cluster) -> float:
+        shared = len(set(a.docs) & set(b.docs))
+        return shared / len(set(a.docs) | set(b.docs))
+
+    def _overlapping_pairs(self, clusters: dict[str, Cluster]) -> list[tuple[str, str]]:
+        """Pairs of cluster keys (in key order) that share at least one document."""
+        holders: dict[int, list[str]] = {}
+        for key in sorted(clusters):
+            for doc in clusters[key].docs:
+                holders.setdefault(doc, []).append(key)
+        pairs = set()
+        for keys in holders.values():
+            pairs.update(combinations(keys, 2))
+        return sorted(pairs)

@@ -1,0 +1,269 @@
+"""Content-aware multi-tree routing: the tree algorithms on known graphs, exact deliveries for
+every algorithm on cyclic overlays (also while trees are swapped), the cost model against
+counted copies, and identical results across host counts."""
+import dataclasses
+import json
+import random
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import topologies
+from protocols import trees
+from protocols.multitree import MultitreeSettings
+from workloads.generators import GENERATORS
+from workloads.trace import compile_trace
+
+from .oracle import Pump, expected_deliveries
+
+ALGORITHMS = ("MULT", "MULT2", "SINGLE", "SPT", "OPT")
+
+
+def grid(k: int) -> nx.Graph:
+    return nx.relabel_nodes(nx.grid_2d_graph(k, k), lambda p: f"n{p[0]:02d}-{p[1]:02d}")
+
+
+# ---------------------------------------------------------------------- the tree algorithms
+
+
+@pytest.mark.parametrize("k", [16, 32])
+def test_low_stretch_tree_spans_the_grid_with_less_stretch_than_a_shortest_path_tree(k):
+    graph = grid(k)
+    tree = trees.low_stretch_tree(graph)
+    assert nx.is_tree(tree) and set(tree) == set(graph)
+    assert set(tree.edges) <= {tuple(e) for e in graph.edges} | {tuple(reversed(e)) for e in graph.edges}
+    # a shortest-path tree from a corner stretches the grid's edges by about k / 2 on average
+    assert trees.average_stretch(graph, tree) < 0.7 * trees.average_stretch(graph, trees.bfs_tree(graph, min(graph)))
+
+
+def test_low_stretch_tree_keeps_the_short_edges_of_a_weighted_cycle():
+    cycle = nx.cycle_graph([f"c{i:02d}" for i in range(20)])
+    for a, b in cycle.edges:
+        cycle.edges[a, b]["length"] = 1.0
+    cycle.edges["c07", "c08"]["length"] = 100.0  # the one edge a good tree leaves out
+    assert not trees.low_stretch_tree(cycle).has_edge("c07", "c08")
+
+
+def test_tree_arrays_answer_next_hops_and_joining_edges_like_networkx():
+    graph = topologies.transit_stub(seed=5)
+    tree_graph = trees.low_stretch_tree(graph)
+    names = sorted(graph)
+    index = {name: i for i, name in enumerate(names)}
+    tree = trees.Tree(tree_graph, names)
+    rng = random.Random(1)
+    for _ in range(300):
+        a, b = rng.sample(names, 2)
+        path = nx.shortest_path(tree_graph, a, b)
+        assert names[tree.next_hops(index[a], np.array([index[b]]))[0]] == path[1]
+        terminals = rng.sample(names, 4)
+        smallest = nx.Graph()
+        for other in terminals[1:]:
+            nx.add_path(smallest, nx.shortest_path(tree_graph, terminals[0], other))
+        assert tree.joining_edges(index[t] for t in terminals) == smallest.number_of_edges()
+
+
+def sampled_docs(graph: nx.Graph, count: int, seed: int) -> list[trees.Doc]:
+    rng = random.Random(seed)
+    names = sorted(graph)
+    groups = {f"g{i}": rng.sample(names, 3) for i in range(12)}
+    docs = []
+    for _ in range(count):
+        chosen = sorted(rng.sample(sorted(groups), rng.randint(1, 3)))
+        docs.append(trees.Doc(rng.choice(names), tuple((g, tuple(sorted(groups[g]))) for g in chosen)))
+    return docs
+
+
+def test_compute_tree_is_a_spanning_tree_of_the_overlay():
+    graph = topologies.transit_stub(seed=2)
+    docs = sampled_docs(graph, 40, 2)
+    tree = trees.compute_tree(graph, docs, {"g1", "g2", "g3"})
+    assert nx.is_tree(tree) and set(tree) == set(graph)
+    assert all(graph.has_edge(a, b) for a, b in tree.edges)
+
+
+def test_opt_trees_join_the_publisher_and_every_matching_broker():
+    graph = topologies.transit_stub(seed=3)
+    for doc in sampled_docs(graph, 30, 3):
+        terminals = doc.brokers({g for g, _ in doc.groups})
+        tree = trees.steiner(graph, terminals)
+        assert nx.is_tree(tree) and terminals <= set(tree)
+        assert all(graph.has_edge(a, b) for a, b in tree.edges)
+
+
+def test_clusterings_cost_no_more_than_one_tree_and_opt_costs_least():
+    graph = topologies.transit_stub(seed=4)
+    planner = trees.Planner(graph, sampled_docs(graph, 60, 4))
+    single = planner.cost(planner.single())
+    mult, mult2 = planner.cost(planner.mult()), planner.cost(planner.mult2())
+    assert mult <= single and mult2 <= single
+    assert trees.opt_cost(graph, planner.docs) <= min(mult, mult2)
+    # every sampled group is in exactly one cluster
+    for clusters in (planner.mult(), planner.mult2()):
+        groups = [g for c in clusters for g in c.groups]
+        assert sorted(groups) == planner.sampled_groups()
+
+
+# ---------------------------------------------------------------------- brokers on a pump
+
+
+def keyword_records(graph, seed: int = 1, **params) -> list[dict]:
+    params = {"keywords": 40, "documents": 300, "publishers": 10, "dataset": "Localized2", **params}
+    return GENERATORS["keywords"](sorted(graph), graph, seed, **params)
+
+
+def mt_protocol(algorithm: str, **settings) -> dict:
+    settings = {"sample": 1.0, "recompute_us": 5_000_000, **settings}
+    return {"multitree": dataclasses.asdict(MultitreeSettings(algorithm=algorithm, **settings)), "seed": 1}
+
+
+def run_in_two_halves(pump: Pump, records: list[dict], coordinator: str) -> tuple[list, list, int]:
+    """The first half of the publications flood; the coordinator plans; the second half routes
+    on the plan. Returns the sends of each half and the time of the plan."""
+    injections = compile_trace([("trace", r) for r in records], pump.brokers)
+    publications = [i for i, inj in enumerate(injections) if inj.message.kind == "pub"]
+    middle = publications[len(publications) // 2]
+    for inj in injections[:middle]:
+        pump.now = inj.t_us
+        pump.inject(inj.broker, inj.message)
+    first = list(pump.sent)
+    pump.now += 1
+    planned_at = pump.now
+    pump.tick(coordinator)
+    planned = len(pump.sent)
+    for inj in injections[middle:]:
+        pump.now = inj.t_us
+        pump.inject(inj.broker, inj.message)
+    return first, pump.sent[planned:], planned_at
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_deliveries_equal_the_oracle_before_and_after_the_first_plan(algorithm):
+    graph = topologies.transit_stub(seed=3)
+    assert graph.number_of_edges() > graph.number_of_nodes()  # cycles
+    records = keyword_records(graph)
+    pump = Pump(graph, mt_protocol(algorithm))
+    flooded, routed, _ = run_in_two_halves(pump, records, min(graph))
+    assert sorted(pump.deliveries) == sorted(expected_deliveries(records))
+    assert [kind for kind, _ in pump.events if kind.startswith("multitree")] == [
+        "multitree_recomputed", "multitree_activated"]
+    copies = lambda sends: sum(1 for s in sends if s[2] == "pub")  # noqa: E731
+    half = len([r for r in records if r["op"] == "publish"]) // 2
+    assert copies(flooded) == half * (graph.number_of_nodes() - 1)  # epoch 0 floods T0
+    assert copies(routed) < copies(flooded) / 5
+
+
+def test_the_cost_model_counts_the_copies_of_every_sampled_document():
+    graph = topologies.transit_stub(seed=6)
+    records = keyword_records(graph, seed=6)
+    pump = Pump(graph, mt_protocol("MULT"))
+    _, routed, planned = run_in_two_halves(pump, records, min(graph))
+    coordinator = pump.brokers[min(graph)]
+    later = [doc for t, doc in coordinator.window if t > planned]  # every document is sampled
+    assert len(later) == 150
+    copies = sum(1 for s in routed if s[2] == "pub")
+    assert coordinator._plan_cost(trees.Planner(coordinator.overlay.graph, later)) == copies > 0
+
+
+def test_subscriptions_and_unsubscriptions_after_the_plan_route_exactly():
+    graph = topologies.transit_stub(seed=7)
+    records = keyword_records(graph, seed=7, documents=200)
+    publishing = [r for r in records if r["op"] == "publish"]
+    t = publishing[len(publishing) // 2]["t"]
+    extra = [
+        {"t": t, "op": "subscribe", "client": "late-1", "broker": sorted(graph)[5], "id": "L1", "filter": "[k3,isPresent,0]"},
+        {"t": t, "op": "subscribe", "client": "late-2", "broker": sorted(graph)[9], "id": "L2",
+         "filter": "[k999,isPresent,0]"},  # a group no sample matched: cluster 0
+        {"t": t, "op": "unsubscribe", "client": "S3-0", "id": "K3-0"},
+    ]
+    records = sorted(records + extra, key=lambda r: r["t"])
+    pump = Pump(graph, mt_protocol("MULT2"))
+    run_in_two_halves(pump, records, min(graph))
+    assert sorted(pump.deliveries) == sorted(expected_deliveries(records))
+
+
+# ---------------------------------------------------------------------- runs
+
+
+def multitree_scenario(algorithm: str = "MULT", **settings) -> dict:
+    """66 brokers with cycles, 2 ms links; plans every second while documents are published
+    20 ms apart, so trees are swapped while copies are on their way."""
+    return {
+        "name": "multitree",
+        "seed": 2,
+        "duration": "9s",
+        "topology": {"generator": {"name": "transit_stub", "transit_domains": 2, "transit_nodes": 3,
+                                   "stubs_per_transit": 2, "stub_nodes": 5, "seed": 2},
+                     "link": {"latency": "2ms"}},
+        "workload": {"generator": {"name": "keywords", "dataset": "Localized2", "keywords": 30, "publishers": 10,
+                                   "documents": 300, "publish_interval": 0.02}},
+        "protocol": {"multitree": {"algorithm": algorithm, "sample": 0.5, "recompute": "1s", "window": "3s",
+                                   "improvement": 0.0, **settings}},
+        "runtime": {"hosts": 0, "costs": "padres", "sample_interval": "0.5s"},
+    }
+
+
+def scenario_records(scenario: dict) -> list[dict]:
+    topology = {k: v for k, v in scenario["topology"]["generator"].items() if k != "name"}
+    graph = topologies.transit_stub(**topology)
+    generator = {k: v for k, v in scenario["workload"]["generator"].items() if k != "name"}
+    return GENERATORS["keywords"](sorted(graph), graph, scenario["seed"], **generator)
+
+
+def run_rows(tmp_path, path, name: str, *overrides: str) -> dict:
+    from actors.results import read_table
+    from experiments.cli import main
+
+    out = tmp_path / name
+    sets = [arg for value in overrides for arg in ("--set", value)]
+    assert main(["run", str(path), "--out", str(out), *sets]) == 0
+    return {t: read_table(out, t).to_pylist() for t in ("deliveries", "messages", "samples", "events")}
+
+
+@pytest.mark.parametrize("algorithm", ["MULT", "MULT2", "OPT"])
+def test_no_copy_is_lost_or_duplicated_while_trees_are_swapped(write_scenario, tmp_path, algorithm):
+    scenario = multitree_scenario(algorithm)
+    rows = run_rows(tmp_path, write_scenario(scenario), "run")
+    pairs = [(d["pub_id"], d["sub_id"]) for d in rows["deliveries"]]
+    assert len(pairs) == len(set(pairs)) and set(pairs) == expected_deliveries(scenario_records(scenario))
+    events = [(e["t_us"], e["kind"], json.loads(e["detail"])) for e in rows["events"]]
+    activations = [t for t, kind, _ in events if kind == "multitree_activated"]
+    published = sorted(d["t_pub_us"] for d in rows["deliveries"])
+    if algorithm != "OPT":  # OPT installs once
+        assert len(activations) >= 3
+    assert any(published[0] < t < published[-1] for t in activations), "no swap while publishing"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_identical_results_across_host_counts_with_trees_swapped(write_scenario, tmp_path, ray_session):
+    path = write_scenario(multitree_scenario("MULT"))
+    results = {hosts: run_rows(tmp_path, path, f"hosts-{hosts}", f"runtime.hosts={hosts}") for hosts in (0, 3)}
+    for table, rows in results[0].items():
+        key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
+        assert sorted(results[3][table], key=key) == sorted(rows, key=key), table
+
+
+def test_a_subscription_the_plan_missed_is_flooded_and_acknowledged_before_activation():
+    graph = topologies.transit_stub(seed=8)
+    records = keyword_records(graph, seed=8, documents=160)
+    pump = Pump(graph, mt_protocol("MULT"))
+    coordinator = pump.brokers[min(graph)]
+    injections = compile_trace([("trace", r) for r in records], pump.brokers)
+    publications = [i for i, inj in enumerate(injections) if inj.message.kind == "pub"]
+    for inj in injections[:publications[80]]:
+        pump.now = inj.t_us
+        pump.inject(inj.broker, inj.message)
+    missed = ("K5-0", 0)  # its registration is still on its way when the coordinator plans
+    coordinator.registry_index.remove(missed)
+    del coordinator.registry[missed]
+    pump.now += 1
+    sent = len(pump.sent)
+    pump.tick(min(graph))
+    kinds = [kind for _, _, kind, _ in pump.sent[sent:]]
+    assert "mt_delta" in kinds and "mt_delta_ack" in kinds
+    assert kinds.index("mt_activate") > max(i for i, kind in enumerate(kinds) if kind == "mt_delta_ack")
+    for inj in injections[publications[80]:]:
+        pump.now = inj.t_us
+        pump.inject(inj.broker, inj.message)
+    assert sorted(pump.deliveries) == sorted(expected_deliveries(records))
