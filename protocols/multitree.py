@@ -15,15 +15,18 @@ broker that routes on their trees, on any connected overlay (cycles allowed).
 - A subscriber's broker registers each subscription with the coordinator, and a publisher's
   broker samples each publication with probability ``sample`` (a seeded generator per
   broker) and ships it up. The coordinator matches samples against every registered
-  subscription, keeps the last ``window`` of them, and every ``recompute`` plans a
+  subscription, keeps the last ``window`` of them, and plans at its first tick with a sample
+  (so that publications soon stop flooding), then every ``recompute``: it plans a
   configuration with ``algorithm``: clusters of subscription groups (a group is the
   subscriptions with one filter), one tree each, and cluster 0 on T0 for the groups no sample
   matched (and any group that appears later). It installs the plan when its cost on the
   window's samples improves on the current one's by more than ``improvement`` (relative); the
   first plan always. SPT and OPT install once.
 - An install (epoch e) carries the trees and every registered subscription with its home
-  broker and cluster. Each broker derives, per subscription, the tree neighbour toward its
-  home on its cluster's tree (one vectorised query per tree). A subscription the plan misses
+  broker and cluster. Each broker keeps, per group (not per subscription: memory grows with
+  the distinct filters, not with brokers times subscriptions), how many of its subscriptions
+  lie beyond each neighbour on its cluster's tree, derived with one vectorised query per
+  tree. A subscription the plan misses
   (registered after the coordinator planned) is flooded by its home on its cluster's tree,
   with an echo; a broker reports ``mt_ready`` once its floods are acknowledged, and the
   coordinator activates the epoch when every broker is ready. A publication is routed in the
@@ -33,23 +36,31 @@ broker that routes on their trees, on any connected overlay (cycles allowed).
 - A publication goes on the tree of every cluster with a matching subscription and, on each
   tree, only toward neighbours with matching subscriptions of that cluster; each copy
   delivers to the local subscribers of its own cluster. New subscriptions flood the tree of
-  their cluster (that of their group, else 0) in every epoch the broker holds;
-  unsubscriptions flood likewise and remove the subscription everywhere.
+  their cluster (that of their group, else 0) in every epoch the broker holds, counted on the
+  way; unsubscriptions flood likewise and uncount (links are FIFO, so an unsubscription never
+  overtakes its subscription; a home withdraws, in the new epoch, what a plan registers but
+  it no longer holds).
+- SemCast (Papaemmanouil and Cetintemel, "SemCast: semantic multicast for content-based data
+  dissemination", ICDE 2005) as the paper compares it: channels of groups, merged by document
+  overlap like MULT but built and costed as channels (a Steiner tree over the brokers of all
+  the channel's subscriptions, a matching document sent to all of them: no filtering inside).
+  SemCast-filtered routes on the same channels with content-based filtering per tree.
 - OPT routes each publication on its own approximate Steiner tree, computed at the
   publisher's broker over the brokers of its matching subscriptions and carried by the copy.
 
 Deliberate differences: trees are computed in the hop metric (the cost is copies, one per
 edge); a cluster is a set of groups, never a split of one filter's subscribers; MULT2 only
 considers merging clusters that share a sampled document, and MULT merges all clusters at
-once when no two share one (see trees.py); groups without samples ride T0, not a SINGLE tree.
-SemCast is not implemented yet. Advertisements stay at their broker (they only serve the
+once when no two share one (see trees.py); groups without samples ride T0 (filtered, also
+under SemCast), not a SINGLE tree. Advertisements stay at their broker (they only serve the
 conformance check): routing needs none.
 """
 from __future__ import annotations
 
 import random
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
+from functools import cached_property
 
 import networkx as nx
 import numpy as np
@@ -59,12 +70,12 @@ from .broker import Route
 from .index import FilterIndex
 from .language import Filter
 from .messages import Message
-from .routing import LOCAL
+from .routing import LOCAL, RoutingTable
 
-ALGORITHMS = ("MULT", "MULT2", "SINGLE", "SPT", "OPT")
+ALGORITHMS = ("MULT", "MULT2", "SINGLE", "SPT", "OPT", "SemCast", "SemCast-filtered")
 CONTROL_KINDS = ("mt_register", "mt_unregister", "mt_sample", "mt_install", "mt_delta", "mt_delta_ack",
                  "mt_ready", "mt_activate", "mt_sub", "mt_unsub")
-UNKNOWN = -2  # per-epoch hop of a subscription the epoch does not route
+UNKNOWN = -2  # the neighbour index of a broker that is not a neighbour
 
 
 @dataclass(frozen=True)
@@ -107,15 +118,31 @@ class MultitreeSettings:
             raise ValueError(f"coordinator: {self.coordinator!r} is not a broker of the overlay")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Plan:
-    """What an install carries (one object shared by every broker; never changed)."""
+    """What an install carries: one object shared by every broker, never changed. Per
+    registered subscription (arrays, in registration order) its group, home broker index and
+    cluster; per group (index g) its text and filter."""
 
     epoch: int
     trees: tuple[trees.Tree, ...]
-    subs: tuple[tuple[tuple[str, int], Filter, int, int], ...]  # (key, filter, home index, cluster)
     cluster_of_group: dict[str, int]
+    groups: tuple[tuple[str, Filter], ...]
+    sub_group: np.ndarray
+    sub_home: np.ndarray
+    sub_cluster: np.ndarray
+    by_home: dict[int, dict]  # home broker index -> its registered subscriptions' keys -> group index
     opt: bool = False
+    flooded: bool = False  # SemCast: a copy goes to every broker of the channel
+
+    @cached_property
+    def group_index(self) -> dict[str, int]:
+        return {text: g for g, (text, _) in enumerate(self.groups)}
+
+    def homes(self, text: str) -> Counter:
+        """The home brokers of a group's registered subscriptions (with multiplicity)."""
+        g = self.group_index.get(text)
+        return Counter() if g is None else Counter(self.sub_home[self.sub_group == g].tolist())
 
 
 class Overlay:
@@ -144,12 +171,52 @@ def _shared_overlay(neighbours: dict, coordinator: str) -> Overlay:
 
 
 class _Epoch:
-    """A broker's view of one installed plan: per table slot, the cluster (-1: not routed in
-    this epoch) and the neighbour index toward the subscription's home (LOCAL: here)."""
+    """A broker's routing state in one installed plan: a routing table of subscription groups
+    (one entry per filter, column ``cluster``) whose ``toward[slot, n]`` counts the group's
+    subscriptions beyond neighbour n on its cluster's tree (local ones are not counted)."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, neighbors: list[str], work) -> None:
         self.plan = plan
+        self.table = RoutingTable(neighbors, work)
+        self.table.add_column("cluster")
         self.tree_hops: dict[int, list[str]] = {}  # cluster -> this broker's tree neighbours
+        self.channels: dict[int, list[int]] = {}  # SemCast: cluster -> neighbours toward any of its subscriptions
+        self.home_changes: dict[str, Counter] = {}  # OPT: group -> home -> subscriptions since the plan
+
+    def group_slot(self, text: str, f: Filter) -> int:
+        key = (text, 0)
+        if key not in self.table:
+            slot = self.table.add_route(key, f, LOCAL)
+            self.table.columns["cluster"][slot] = self.plan.cluster_of_group.get(text, 0)
+        return self.table.slot(key)
+
+    def count(self, f: Filter, home: int, direction: int, delta: int) -> None:
+        """A subscription of ``f`` at ``home``, beyond neighbour ``direction`` (LOCAL: here),
+        came (delta 1) or went (-1)."""
+        text = str(f)
+        slot = self.group_slot(text, f)
+        if direction != LOCAL:
+            self.table.toward[slot, direction] += delta
+            self.channels.clear()
+        if self.plan.opt:
+            self.home_changes.setdefault(text, Counter())[home] += delta
+
+    def cluster_of(self, text: str) -> int:
+        return int(self.table.columns["cluster"][self.table.slot((text, 0))])
+
+    def channel(self, cluster: int) -> list[int]:
+        found = self.channels.get(cluster)
+        if found is None:
+            table = self.table
+            mine = np.flatnonzero(table.columns["cluster"][: len(table.toward)] == cluster)
+            found = self.channels[cluster] = np.flatnonzero(table.toward[mine].any(axis=0)).tolist()
+        return found
+
+    def homes(self, text: str) -> set[int]:
+        """OPT: the brokers holding subscriptions of a group."""
+        found = self.plan.homes(text)
+        found.update(self.home_changes.get(text, Counter()))
+        return {home for home, count in found.items() if count > 0}
 
 
 class Multitree:
@@ -163,14 +230,13 @@ class Multitree:
         overlay = overlay or {name: list(neighbors)}
         self.overlay = _shared_overlay(overlay, self.multitree.coordinator or min(overlay))
         self.me = self.overlay.index[name]
-        self.neighbour_of = np.full(len(self.overlay.names), UNKNOWN, np.int32)  # broker index -> neighbour index
+        self.neighbour_of = np.full(len(self.overlay.names), UNKNOWN, np.int64)  # broker index -> neighbour index
         for i, hop in enumerate(self.neighbors):
             self.neighbour_of[self.overlay.index[hop]] = i
         self.neighbour_of[self.me] = LOCAL
-        self.prt.add_column("home")
         self.epochs: dict[int, _Epoch] = {}
         self.active = 0
-        self.gone: set = set()  # keys of withdrawn subscriptions (late floods must not revive them)
+        self.groups: dict[tuple[str, int], str] = {}  # local subscription -> its group
         self.waiting: dict[int, list] = {}  # epoch -> (message, sender)s that came before its install
         self.floods: dict[str, list] = {}  # flood id -> [upstream (None: started here), acks awaited, epoch]
         self.unready: dict[int, int] = {}  # epoch -> floods started here, not yet acknowledged
@@ -180,10 +246,16 @@ class Multitree:
             self.registry: dict[tuple[str, int], tuple[Filter, int]] = {}
             self.registry_index = FilterIndex()
             self.window: deque = deque()  # (t, Doc)
-            self.next_recompute = self.multitree.recompute_us
+            self.next_recompute = 0  # the first plan as soon as there is a sample
             self.current: Plan | None = None
             self.installing: tuple[int, set] | None = None  # (epoch, brokers ready)
             self.epoch_count = 0
+
+    @property
+    def prt_size(self) -> int:
+        """Local subscriptions, and the groups the active epoch routes."""
+        epoch = self.epochs.get(self.active)
+        return len(self.prt) + (len(epoch.table) if epoch else 0)
 
     # ------------------------------------------------------------------ overlay helpers
 
@@ -198,6 +270,12 @@ class Multitree:
             hops.append(names[tree.parent[self.me]])
         return sorted(hop for hop in hops if hop != sender)
 
+    def _cluster_hops(self, epoch: _Epoch, cluster: int, sender: str | None) -> list[str]:
+        hops = epoch.tree_hops.get(cluster)
+        if hops is None:
+            hops = epoch.tree_hops[cluster] = self._tree_neighbours(epoch.plan.trees[cluster], None)
+        return [hop for hop in hops if hop != sender]
+
     def _up(self, msg: Message, ctx) -> None:
         """Toward the coordinator on T0 (handled here at the coordinator)."""
         if self.coordinating:
@@ -209,6 +287,14 @@ class Multitree:
         self._up(msg, ctx)
 
     on_mt_register = on_mt_unregister = on_mt_sample = on_mt_ready = _relay
+
+    def _held(self, msg: Message, sender: str) -> _Epoch | None:
+        """The epoch a message names; None when it is to wait for its install, or is stale."""
+        number = msg.header("epoch")
+        epoch = self.epochs.get(number)
+        if epoch is None and number > max(self.epochs, default=0):
+            self.waiting.setdefault(number, []).append((msg, sender))
+        return epoch
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -223,81 +309,40 @@ class Multitree:
     def on_sub(self, msg: Message, sender: str | None, ctx) -> None:
         if msg.key in self.subs:
             return
-        self._known(msg, self.me)
+        self.subs[msg.key] = Route(msg, None, self.prt.add_route(msg.key, msg.filter, LOCAL))
+        text = self.groups[msg.key] = str(msg.filter)
         self._up(Message("mt_register", msg.id, msg.gen, filter=msg.filter, headers=(("home", self.me),)), ctx)
         for number, epoch in sorted(self.epochs.items()):
-            cluster = epoch.plan.cluster_of_group.get(str(msg.filter), 0)
-            self._flood_sub(Message("mt_sub", msg.id, msg.gen, filter=msg.filter, client=msg.client,
-                                    headers=(("epoch", number), ("home", self.me), ("tree", cluster))), None, ctx)
+            epoch.count(msg.filter, self.me, LOCAL, 1)
+            self._flood_count(Message("mt_sub", msg.id, msg.gen, filter=msg.filter, headers=(
+                ("epoch", number), ("home", self.me), ("tree", epoch.cluster_of(text)))), None, ctx)
 
     def on_unsub(self, msg: Message, sender: str | None, ctx) -> None:
-        route = self.subs.get(msg.key)
+        route = self.subs.pop(msg.key, None)
         if route is None:
             return
-        clusters = {number: int(self.prt.columns[f"cluster{number}"][route.slot]) for number in self.epochs}
-        self._forget(msg.key)
+        self.prt.remove(msg.key)
+        text = self.groups.pop(msg.key)
         self._up(Message("mt_unregister", msg.id, msg.gen), ctx)
-        for number, cluster in sorted(clusters.items()):
-            if cluster >= 0:
-                self._flood_unsub(Message("mt_unsub", msg.id, msg.gen,
-                                          headers=(("epoch", number), ("tree", cluster))), None, ctx)
-
-    def _known(self, msg: Message, home: int) -> int:
-        """The table slot of a subscription, added (with its home) if new."""
-        route = self.subs.get(msg.key)
-        if route is None:
-            slot = self.prt.add_route(msg.key, msg.filter, LOCAL if home == self.me else 0)
-            self.prt.columns["home"][slot] = home
-            for number in self.epochs:
-                self.prt.columns[f"cluster{number}"][slot] = -1
-                self.prt.columns[f"hop{number}"][slot] = UNKNOWN
-            route = self.subs[msg.key] = Route(msg, None if home == self.me else self.overlay.names[home], slot)
-        return route.slot
-
-    def _forget(self, key) -> None:
-        self.gone.add(key)
-        if self.subs.pop(key, None) is not None:
-            self.prt.remove(key)
-
-    def _held(self, msg: Message, sender: str) -> _Epoch | None:
-        """The epoch a message names; None when it is to wait for its install, or is stale."""
-        number = msg.header("epoch")
-        epoch = self.epochs.get(number)
-        if epoch is None and number > max(self.epochs, default=0):
-            self.waiting.setdefault(number, []).append((msg, sender))
-        return epoch
+        for number, epoch in sorted(self.epochs.items()):
+            epoch.count(route.msg.filter, self.me, LOCAL, -1)
+            self._flood_count(Message("mt_unsub", msg.id, msg.gen, filter=route.msg.filter, headers=(
+                ("epoch", number), ("home", self.me), ("tree", epoch.cluster_of(text)))), None, ctx)
 
     def on_mt_sub(self, msg: Message, sender: str | None, ctx) -> None:
         if self._held(msg, sender) is not None:
-            self._flood_sub(msg, sender, ctx)
+            self._flood_count(msg, sender, ctx)
 
-    def _flood_sub(self, msg: Message, sender: str | None, ctx) -> None:
-        number, cluster = msg.header("epoch"), msg.header("tree")
-        if msg.key not in self.gone:
-            self._route_in(number, self._known(msg, msg.header("home")), cluster, sender)
-        epoch = self.epochs[number]
-        for hop in self._cluster_hops(epoch, cluster, sender):
-            ctx.send(hop, msg)
+    on_mt_unsub = on_mt_sub
 
-    def _route_in(self, number: int, slot: int, cluster: int, sender: str | None) -> None:
-        self.prt.columns[f"cluster{number}"][slot] = cluster
-        self.prt.columns[f"hop{number}"][slot] = LOCAL if sender is None else self.hop_index[sender]
-
-    def on_mt_unsub(self, msg: Message, sender: str | None, ctx) -> None:
-        if self._held(msg, sender) is not None:
-            self._flood_unsub(msg, sender, ctx)
-
-    def _flood_unsub(self, msg: Message, sender: str | None, ctx) -> None:
-        self._forget(msg.key)
+    def _flood_count(self, msg: Message, sender: str | None, ctx) -> None:
+        """Count a subscription's coming (mt_sub) or going (mt_unsub) in the message's epoch,
+        and pass it on along its cluster's tree."""
         epoch = self.epochs[msg.header("epoch")]
+        if sender is not None:
+            epoch.count(msg.filter, msg.header("home"), self.hop_index[sender], 1 if msg.kind == "mt_sub" else -1)
         for hop in self._cluster_hops(epoch, msg.header("tree"), sender):
             ctx.send(hop, msg)
-
-    def _cluster_hops(self, epoch: _Epoch, cluster: int, sender: str | None) -> list[str]:
-        hops = epoch.tree_hops.get(cluster)
-        if hops is None:
-            hops = epoch.tree_hops[cluster] = self._tree_neighbours(epoch.plan.trees[cluster], None)
-        return [hop for hop in hops if hop != sender]
 
     # ------------------------------------------------------------------ publications
 
@@ -311,32 +356,34 @@ class Multitree:
                                  headers=(("publisher", self.me),)), ctx)
             msg = msg.with_headers(epoch=self.active)
         number = msg.header("epoch")
-        match = self.prt.publication(msg.publication, LOCAL)
-        if number == 0:
-            self._deliver(msg, match.local, ctx)
+        local = self.prt.keys_of(self.prt.publication(msg.publication, LOCAL).local)
+        if number == 0:  # before the first plan: flood T0
+            self._deliver(msg, local, ctx)
             self._forward(msg, self._base_hops(sender), ctx)
             return
         epoch = self.epochs.get(number)
         if epoch is None:
             ctx.event("multitree_stale_epoch", pub_id=msg.id, epoch=number)
             return
-        clusters = self.prt.columns[f"cluster{number}"][match.slots]
-        hops = self.prt.columns[f"hop{number}"][match.slots]
         if epoch.plan.opt:
-            self._opt_route(msg, match.slots[clusters >= 0], hops[clusters >= 0], sender, ctx)
+            self._opt_route(msg, epoch, local, sender, ctx)
             return
+        table = epoch.table
+        slots = table.publication(msg.publication, LOCAL).slots
+        clusters = table.columns["cluster"][slots]
         tree = msg.header("tree")
-        for cluster in (np.unique(clusters[clusters >= 0]).tolist() if tree is None else [tree]):
-            mine = hops[clusters == cluster]
-            self._deliver(msg, match.slots[clusters == cluster][mine == LOCAL].tolist(), ctx)
+        for cluster in (np.unique(clusters).tolist() if tree is None else [tree]):
+            if epoch.plan.flooded and cluster > 0:
+                directions = epoch.channel(cluster)
+            else:
+                directions = np.flatnonzero(table.toward[slots[clusters == cluster]].any(axis=0)).tolist()
+            self._deliver(msg, [key for key in local if epoch.cluster_of(self.groups[key]) == cluster], ctx)
             names = self.neighbors
-            next_hops = [names[h] for h in np.unique(mine[mine >= 0]).tolist() if names[h] != sender]
-            self._forward(msg.with_headers(tree=cluster), next_hops, ctx)
+            self._forward(msg.with_headers(tree=cluster), [names[d] for d in directions if names[d] != sender], ctx)
 
-    def _deliver(self, msg: Message, slots, ctx) -> None:
-        subs = self.subs
-        for key in self.prt.keys_of(slots):
-            self.deliver_locally(msg, subs[key], ctx)
+    def _deliver(self, msg: Message, keys, ctx) -> None:
+        for key in keys:
+            self.deliver_locally(msg, self.subs[key], ctx)
 
     def _forward(self, msg: Message, hops: list[str], ctx) -> None:
         if hops:
@@ -344,18 +391,18 @@ class Multitree:
             for hop in hops:
                 ctx.send(hop, copy)
 
-    def _opt_route(self, msg: Message, slots: np.ndarray, hops: np.ndarray, sender: str | None, ctx) -> None:
-        """OPT: the publisher's broker joins the matching homes by a Steiner tree that the copy
-        carries; every broker on it delivers locally and passes it on along the tree."""
-        self._deliver(msg, slots[hops == LOCAL].tolist(), ctx)
+    def _opt_route(self, msg: Message, epoch: _Epoch, local: list, sender: str | None, ctx) -> None:
+        """OPT: the publisher's broker joins the matching subscriptions' brokers by a Steiner
+        tree that the copy carries; every broker on it delivers locally and passes it on."""
+        self._deliver(msg, local, ctx)
+        names, index = self.overlay.names, self.overlay.index
         route = msg.header("route")
         if route is None:
-            names = self.overlay.names
-            homes = {names[h] for h in self.prt.columns["home"][slots].tolist()} | {self.name}
+            slots = epoch.table.publication(msg.publication, LOCAL).slots
+            homes = {names[h] for key in epoch.table.keys_of(slots) for h in epoch.homes(key[0])} | {self.name}
             edges = trees.steiner(self.overlay.graph, homes).edges
-            route = tuple(sorted(tuple(sorted((self.overlay.index[a], self.overlay.index[b]))) for a, b in edges))
+            route = tuple(sorted(tuple(sorted((index[a], index[b]))) for a, b in edges))
             msg = msg.with_headers(route=route)
-        names = self.overlay.names
         on_route = sorted(names[b if a == self.me else a] for a, b in route if self.me in (a, b))
         self._forward(msg, [hop for hop in on_route if hop != sender], ctx)
 
@@ -365,59 +412,58 @@ class Multitree:
         plan: Plan = msg.header("plan")
         for hop in self._base_hops(sender):
             ctx.send(hop, msg)
-        self._build(plan)
+        epoch = self.epochs[plan.epoch] = self._built(plan)
+        registered = plan.by_home.get(self.me, {})
         deltas: dict[int, list[Message]] = {}
-        column = self.prt.columns[f"cluster{plan.epoch}"]
-        for key, route in self.subs.items():
-            if route.last_hop is None and column[route.slot] < 0:
-                cluster = plan.cluster_of_group.get(str(route.msg.filter), 0)
-                self._route_in(plan.epoch, route.slot, cluster, None)
-                deltas.setdefault(cluster, []).append(route.msg)
+        for key, route in self.subs.items():  # subscribed here after the coordinator planned
+            if key not in registered:
+                epoch.count(route.msg.filter, self.me, LOCAL, 1)
+                deltas.setdefault(epoch.cluster_of(self.groups[key]), []).append(route.msg)
+        for key in sorted(registered.keys() - self.subs.keys()):  # withdrawn since
+            text, f = plan.groups[registered[key]]
+            self._flood_count(Message("mt_unsub", key[0], key[1], filter=f, headers=(
+                ("epoch", plan.epoch), ("home", self.me), ("tree", epoch.cluster_of(text)))), None, ctx)
         self.unready[plan.epoch] = 0
         for cluster, items in sorted(deltas.items()):
-            hops = self._cluster_hops(self.epochs[plan.epoch], cluster, None)
-            if hops:
-                flood = f"{plan.epoch}/{self.name}/{cluster}"
-                self.floods[flood] = [None, len(hops), plan.epoch]
-                self.unready[plan.epoch] += 1
-                delta = Message("mt_delta", flood, items=tuple(items),
-                                headers=(("epoch", plan.epoch), ("home", self.me), ("tree", cluster)))
-                for hop in hops:
-                    ctx.send(hop, delta)
+            self._start_delta(epoch, cluster, items, ctx)
         self._ready_if_done(plan.epoch, ctx)
         for waiting, sender in self.waiting.pop(plan.epoch, []):
             self.handle(waiting, sender, ctx)
 
-    def _build(self, plan: Plan) -> None:
-        """The plan's cluster and tree neighbour per subscription, one query per tree."""
-        number = plan.epoch
-        self.epochs[number] = _Epoch(plan)
-        for name, unset in ((f"cluster{number}", -1), (f"hop{number}", UNKNOWN)):
-            self.prt.add_column(name)
-            self.prt.columns[name][:] = unset
-        by_cluster: dict[int, tuple[list, list]] = {}
-        for key, f, home, cluster in plan.subs:
-            if key in self.gone:
-                continue
-            slot = self._known(Message("sub", key[0], key[1], filter=f), home)
-            slots, homes = by_cluster.setdefault(cluster, ([], []))
-            slots.append(slot)
-            homes.append(home)
-        clusters, hops = self.prt.columns[f"cluster{number}"], self.prt.columns[f"hop{number}"]
-        for cluster, (slots, homes) in by_cluster.items():
-            toward = plan.trees[cluster].next_hops(self.me, np.array(homes, np.int64))
-            clusters[slots] = cluster
-            hops[slots] = self.neighbour_of[toward]
+    def _built(self, plan: Plan) -> _Epoch:
+        """This broker's view of a plan: per group, its subscriptions beyond each neighbour on
+        its cluster's tree (one vectorised query per tree)."""
+        epoch = _Epoch(plan, self.neighbors, self.work)
+        counts = np.zeros((len(plan.groups), len(self.neighbors) + 1), np.int32)  # last column: local
+        for cluster in np.unique(plan.sub_cluster).tolist():
+            mine = np.flatnonzero(plan.sub_cluster == cluster)
+            toward = self.neighbour_of[plan.trees[cluster].next_hops(self.me, plan.sub_home[mine])]
+            np.add.at(counts, (plan.sub_group[mine], toward), 1)  # LOCAL (-1) lands in the last column
+        for g in np.flatnonzero(counts.any(axis=1)).tolist():
+            slot = epoch.group_slot(*plan.groups[g])  # may grow the table's arrays
+            epoch.table.toward[slot] = counts[g, :-1]
+        return epoch
+
+    def _start_delta(self, epoch: _Epoch, cluster: int, items: list[Message], ctx) -> None:
+        hops = self._cluster_hops(epoch, cluster, None)
+        if not hops:
+            return
+        number = epoch.plan.epoch
+        flood = f"{number}/{self.name}/{cluster}"
+        self.floods[flood] = [None, len(hops), number]
+        self.unready[number] += 1
+        delta = Message("mt_delta", flood, items=tuple(items),
+                        headers=(("epoch", number), ("home", self.me), ("tree", cluster)))
+        for hop in hops:
+            ctx.send(hop, delta)
 
     def on_mt_delta(self, msg: Message, sender: str | None, ctx) -> None:
         epoch = self._held(msg, sender)
         if epoch is None:
             return
-        cluster = msg.header("tree")
         for item in msg.items:
-            if item.key not in self.gone:
-                self._route_in(msg.header("epoch"), self._known(item, msg.header("home")), cluster, sender)
-        hops = self._cluster_hops(epoch, cluster, sender)
+            epoch.count(item.filter, msg.header("home"), self.hop_index[sender], 1)
+        hops = self._cluster_hops(epoch, msg.header("tree"), sender)
         if hops:
             self.floods[msg.id] = [sender, len(hops), msg.header("epoch")]
             for hop in hops:
@@ -446,9 +492,8 @@ class Multitree:
         for hop in self._base_hops(sender):
             ctx.send(hop, msg)
         self.active = msg.header("epoch")
-        for number in [n for n in self.epochs if n < self.active - 1]:
+        for number in [n for n in self.epochs if n < self.active - 1]:  # the previous one serves copies in flight
             del self.epochs[number]
-            del self.prt.columns[f"cluster{number}"], self.prt.columns[f"hop{number}"]
         if self.coordinating:
             ctx.event("multitree_activated", epoch=self.active)
 
@@ -473,7 +518,7 @@ class Multitree:
     def _document(self, msg: Message) -> trees.Doc:
         names = self.overlay.names
         groups: dict[str, set[str]] = {}
-        for key in self.registry_index.keys_of(self.registry_index.match(msg.publication, LOCAL).slots):
+        for key in self.registry_index.keys_of(self.registry_index.match(msg.publication).slots):
             f, home = self.registry[key]
             groups.setdefault(str(f), set()).add(names[home])
         return trees.Doc(names[msg.header("publisher")],
@@ -483,42 +528,67 @@ class Multitree:
         super().tick(ctx)
         if not self.coordinating or ctx.now < self.next_recompute:
             return
-        self.next_recompute = ctx.now + self.multitree.recompute_us
         while self.window and self.window[0][0] < ctx.now - self.multitree.window_us:
             self.window.popleft()
         if self.installing is not None or not self.window:
-            return
+            return  # again at the next tick
         if self.current is not None and self.multitree.algorithm in ("SPT", "OPT"):
             return
+        self.next_recompute = ctx.now + self.multitree.recompute_us
         self._recompute(ctx)
+
+    def _members(self) -> dict[str, tuple[str, ...]]:
+        """Per group, the brokers of its registered subscriptions."""
+        names, members = self.overlay.names, {}
+        for f, home in self.registry.values():
+            members.setdefault(str(f), set()).add(names[home])
+        return {g: tuple(sorted(b)) for g, b in members.items()}
 
     def _recompute(self, ctx) -> None:
         docs = [doc for _, doc in self.window]
-        planner = trees.Planner(self.overlay.graph, docs, self.settings.get("seed", 0))
+        seed, graph, algorithm = self.settings.get("seed", 0), self.overlay.graph, self.multitree.algorithm
+        planner = trees.Planner(graph, docs, seed, self._members())
         before = self._plan_cost(planner)
-        algorithm = self.multitree.algorithm
+        groups: dict[str, int] = {}
         if algorithm == "SPT":
-            tree_graphs, groups = [trees.spt(self.overlay.graph, self.settings.get("seed", 0))], {}
+            tree_graphs = [trees.spt(graph, seed)]
             cost = planner.cost_on(trees.Tree(tree_graphs[0], self.overlay.names), planner.sampled_groups())
         elif algorithm == "OPT":
-            tree_graphs, groups, cost = [self.overlay.base_tree], {}, trees.opt_cost(self.overlay.graph, docs)
+            tree_graphs, cost = [self.overlay.base_tree], trees.opt_cost(graph, docs)
         else:
-            clusters = {"SINGLE": planner.single, "MULT": planner.mult, "MULT2": planner.mult2}[algorithm]()
+            plans = {"SINGLE": planner.single, "MULT": planner.mult, "MULT2": planner.mult2,
+                     "SemCast": planner.semcast, "SemCast-filtered": planner.semcast}
+            clusters = plans[algorithm]()
             tree_graphs = [self.overlay.base_tree] + [c.tree for c in clusters]
             groups = {g: i for i, c in enumerate(clusters, start=1) for g in sorted(c.groups)}
-            cost = planner.cost(clusters)
+            cost = (planner.cost(clusters) if algorithm != "SemCast-filtered"
+                    else sum(planner.cost_on(c.tree_arrays, c.groups) for c in clusters))
         install = before is None or (before - cost) > self.multitree.improvement * before
         ctx.event("multitree_recomputed", algorithm=algorithm, docs=len(docs), clusters=len(tree_graphs),
                   cost_before=before, cost_after=cost, trees_computed=planner.trees_computed, installed=install)
-        if not install:
-            return
-        self.epoch_count += 1
-        names = self.overlay.names
-        plan = Plan(self.epoch_count, tuple(trees.Tree(t, names) for t in tree_graphs),
-                    tuple((key, f, home, groups.get(str(f), 0)) for key, (f, home) in self.registry.items()),
-                    groups, opt=algorithm == "OPT")
-        self.current, self.installing = plan, (plan.epoch, set())
-        self.on_mt_install(Message("mt_install", f"E{plan.epoch}", headers=(("plan", plan),)), None, ctx)
+        if install:
+            self.epoch_count += 1
+            plan = self._plan(self.epoch_count, tree_graphs, groups)
+            self.current, self.installing = plan, (plan.epoch, set())
+            self.on_mt_install(Message("mt_install", f"E{plan.epoch}", headers=(("plan", plan),)), None, ctx)
+
+    def _plan(self, epoch: int, tree_graphs: list, cluster_of_group: dict[str, int]) -> Plan:
+        algorithm = self.multitree.algorithm
+        texts: dict[str, int] = {}
+        groups, sub_group, sub_home, by_home = [], [], [], {}
+        for key, (f, home) in self.registry.items():
+            text = str(f)
+            if text not in texts:
+                texts[text] = len(groups)
+                groups.append((text, f))
+            sub_group.append(texts[text])
+            sub_home.append(home)
+            by_home.setdefault(home, {})[key] = texts[text]
+        sub_cluster = [cluster_of_group.get(groups[g][0], 0) for g in sub_group]
+        return Plan(epoch, tuple(trees.Tree(t, self.overlay.names) for t in tree_graphs), cluster_of_group,
+                    tuple(groups), np.array(sub_group, np.int64), np.array(sub_home, np.int64),
+                    np.array(sub_cluster, np.int64), by_home,
+                    opt=algorithm == "OPT", flooded=algorithm == "SemCast")
 
     def _plan_cost(self, planner: trees.Planner) -> int | None:
         """The current configuration's cost on the window (None while publications flood)."""
@@ -527,8 +597,9 @@ class Multitree:
             return None
         if plan.opt:
             return trees.opt_cost(planner.graph, planner.docs)
-        sampled = planner.sampled_groups()
         members: dict[int, list[str]] = {}
-        for group in sampled:
+        for group in planner.sampled_groups():
             members.setdefault(plan.cluster_of_group.get(group, 0), []).append(group)
-        return sum(planner.cost_on(plan.trees[c], groups) for c, groups in sorted(members.items()))
+        return sum(planner.cost_on(plan.trees[c], groups, flooded=plan.flooded and c > 0)
+                   for c, groups in sorted(members.items()))
+

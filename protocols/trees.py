@@ -281,12 +281,19 @@ def _spanning(graph: nx.Graph, tree: nx.Graph) -> nx.Graph:
 # ---------------------------------------------------------------------- cost model
 
 
-def cluster_cost(tree: Tree, index: dict[str, int], docs: list[Doc], groups) -> int:
+def cluster_cost(tree: Tree, index: dict[str, int], docs: list[Doc], groups, channel: set[str] | None = None) -> int:
     """cost(S_i, T_i): over the documents, the edges of the smallest subtree of the tree joining
-    the publisher and the brokers of its matching subscriptions in the cluster's groups."""
+    the publisher and the brokers of its matching subscriptions in the cluster's groups. With
+    ``channel`` (SemCast: the brokers of every subscription of the cluster), a document matching
+    the cluster travels to all of them instead."""
     total = 0
     for doc in docs:
-        brokers = doc.brokers(groups)
+        if channel is None:
+            brokers = doc.brokers(groups)
+        elif any(group in groups for group, _ in doc.groups):
+            brokers = channel | {doc.publisher}
+        else:
+            continue
         if len(brokers) > 1:
             total += tree.joining_edges(index[b] for b in brokers)
     return total
@@ -312,14 +319,18 @@ class Planner:
     of sampled documents; caches each cluster's tree, so a clustering pays COMPUTETREE once
     per cluster it considers. ``trees_computed`` counts those calls (the work measure)."""
 
-    def __init__(self, graph: nx.Graph, docs: list[Doc], seed: int = 0) -> None:
+    def __init__(self, graph: nx.Graph, docs: list[Doc], seed: int = 0,
+                 members: dict[str, tuple[str, ...]] | None = None) -> None:
+        """``members``: per group, the brokers of all its subscriptions (SemCast's channels)."""
         self.graph = graph
+        self.members = members or {}
         self.names = sorted(graph)
         self.index = {name: i for i, name in enumerate(self.names)}
         self.docs = docs
         self.seed = seed
         self.trees_computed = 0
         self._clusters: dict[frozenset, Cluster] = {}
+        self._channels: dict[frozenset, Cluster] = {}
         self._steiner: dict[frozenset, list] = {}  # terminal set -> Steiner tree edges
         self.docs_of: dict[str, set[int]] = {}
         for i, doc in enumerate(docs):
@@ -330,7 +341,7 @@ class Planner:
         groups = frozenset(groups)
         found = self._clusters.get(groups)
         if found is None:
-            indices = tuple(sorted(set().union(*(self.docs_of.get(g, set()) for g in groups))))
+            indices = self._doc_indices(groups)
             docs = [self.docs[i] for i in indices]
             tree = compute_tree(self.graph, docs, groups, self.seed, self._steiner)
             self.trees_computed += 1
@@ -339,14 +350,36 @@ class Planner:
             self._clusters[groups] = found
         return found
 
+    def channel(self, groups) -> Cluster:
+        """A SemCast channel of ``groups``: a Steiner tree over the brokers of all their
+        subscriptions (grown to span the overlay by shortest paths, so that every publisher
+        reaches it), every matching document sent to all of them."""
+        groups = frozenset(groups)
+        found = self._channels.get(groups)
+        if found is None:
+            brokers = self.channel_brokers(groups)
+            tree = _spanning(self.graph, steiner(self.graph, brokers)) if brokers else bfs_tree(self.graph, min(self.graph))
+            self.trees_computed += 1
+            arrays = Tree(tree, self.names)
+            found = Cluster(groups, self._doc_indices(groups), tree, arrays, self.cost_on(arrays, groups, flooded=True))
+            self._channels[groups] = found
+        return found
+
+    def channel_brokers(self, groups) -> set[str]:
+        return set().union(*(self.members.get(g, ()) for g in groups))
+
     def cost(self, clusters: list[Cluster]) -> int:
         return sum(c.cost for c in clusters)
 
-    def cost_on(self, tree: Tree, groups) -> int:
-        """The cost of a cluster of ``groups`` on a given tree (SPT, the current trees)."""
+    def cost_on(self, tree: Tree, groups, flooded: bool = False) -> int:
+        """The cost of a cluster of ``groups`` on a given tree (SPT, the current trees);
+        ``flooded``: as a SemCast channel."""
         groups = frozenset(groups)
-        docs = [self.docs[i] for i in sorted(set().union(*(self.docs_of.get(g, set()) for g in groups)))]
-        return cluster_cost(tree, self.index, docs, groups)
+        docs = [self.docs[i] for i in self._doc_indices(groups)]
+        return cluster_cost(tree, self.index, docs, groups, self.channel_brokers(groups) if flooded else None)
+
+    def _doc_indices(self, groups) -> tuple[int, ...]:
+        return tuple(sorted(set().union(*(self.docs_of.get(g, set()) for g in groups))))
 
     def sampled_groups(self) -> list[str]:
         return sorted(self.docs_of)
@@ -378,17 +411,25 @@ class Planner:
         overlap most (Jaccard similarity) until one cluster is left, and keep the cheapest
         configuration seen. Once no two clusters share a document, the last step merges all
         of them at once (the similarity of every pair is 0: the order would be arbitrary)."""
-        clusters = {min(c.groups): c for c in (self.cluster([g]) for g in self.sampled_groups())}
+        return self._merge_by_similarity(self.cluster)
+
+    def semcast(self) -> list[Cluster]:
+        """SemCast's channels: MULT's merging by document overlap, each candidate built and
+        costed as a SemCast channel (``channel``), keeping the cheapest configuration."""
+        return self._merge_by_similarity(self.channel)
+
+    def _merge_by_similarity(self, build) -> list[Cluster]:
+        clusters = {min(c.groups): c for c in (build([g]) for g in self.sampled_groups())}
         best = list(clusters.values())
         best_cost = self.cost(best)
         while len(clusters) > 1:
             pairs = self._overlapping_pairs(clusters)
             if pairs:
                 a, b = max(pairs, key=lambda p: self._similarity(clusters[p[0]], clusters[p[1]]))
-                merged = self.cluster(clusters.pop(a).groups | clusters.pop(b).groups)
+                merged = build(clusters.pop(a).groups | clusters.pop(b).groups)
                 clusters[min(merged.groups)] = merged
             else:
-                merged = self.cluster(frozenset().union(*(c.groups for c in clusters.values())))
+                merged = build(frozenset().union(*(c.groups for c in clusters.values())))
                 clusters = {min(merged.groups): merged}
             cost = self.cost(list(clusters.values()))
             if cost < best_cost:

@@ -113,7 +113,7 @@ CASES = [
     ("relocation with soft links", scenario(protocol={"relocation": {}, "soft_links": {}}), None, {},
      "protocol.relocation: does not compose with protocol.soft_links"),
     ("bad multitree algorithm", scenario(protocol={"multitree": {"algorithm": "MULTI"}}), None, {},
-     "protocol.multitree.algorithm: expected one of MULT, MULT2, SINGLE, SPT, OPT, got 'MULTI'"),
+     "protocol.multitree.algorithm: expected one of MULT, MULT2, SINGLE, SPT, OPT, SemCast, SemCast-filtered, got 'MULTI'"),
     ("bad multitree sample", scenario(protocol={"multitree": {"sample": 0}}), None, {},
      "protocol.multitree.sample: expected a probability in (0, 1], got 0"),
     ("bad multitree improvement", scenario(protocol={"multitree": {"improvement": -0.1}}), None, {},

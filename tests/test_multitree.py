@@ -17,7 +17,7 @@ from workloads.trace import compile_trace
 
 from .oracle import Pump, expected_deliveries
 
-ALGORITHMS = ("MULT", "MULT2", "SINGLE", "SPT", "OPT")
+ALGORITHMS = ("MULT", "MULT2", "SINGLE", "SPT", "OPT", "SemCast", "SemCast-filtered")
 
 
 def grid(k: int) -> nx.Graph:
@@ -153,16 +153,18 @@ def test_deliveries_equal_the_oracle_before_and_after_the_first_plan(algorithm):
     assert copies(routed) < copies(flooded) / 5
 
 
-def test_the_cost_model_counts_the_copies_of_every_sampled_document():
+@pytest.mark.parametrize("algorithm", ["MULT", "SemCast"])
+def test_the_cost_model_counts_the_copies_of_every_sampled_document(algorithm):
     graph = topologies.transit_stub(seed=6)
     records = keyword_records(graph, seed=6)
-    pump = Pump(graph, mt_protocol("MULT"))
+    pump = Pump(graph, mt_protocol(algorithm))
     _, routed, planned = run_in_two_halves(pump, records, min(graph))
     coordinator = pump.brokers[min(graph)]
     later = [doc for t, doc in coordinator.window if t > planned]  # every document is sampled
     assert len(later) == 150
     copies = sum(1 for s in routed if s[2] == "pub")
-    assert coordinator._plan_cost(trees.Planner(coordinator.overlay.graph, later)) == copies > 0
+    planner = trees.Planner(coordinator.overlay.graph, later, members=coordinator._members())
+    assert coordinator._plan_cost(planner) == copies > 0
 
 
 def test_subscriptions_and_unsubscriptions_after_the_plan_route_exactly():
