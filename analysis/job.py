@@ -83,6 +83,7 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
     load = metrics.broker_load(tables, by_broker, {r.label: r.sim_end_us for r in runs}).cache()
     moves = metrics.migrations(tables).cache()
     moved = metrics.relocation(tables, by_broker, load, moves).cache()
+    trees = metrics.multitree(tables, runs).cache()
     computed = {
         "delay_over_time": metrics.delay_over_time(tables, bucket_us),
         "delay_distribution": metrics.delay_distribution(tables),
@@ -96,11 +97,12 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
         "broker_load": load,
         "migrations": moves,
         "relocation": moved,
+        "multitree": trees,
         "hop_counts": metrics.hop_counts(tables),
         "throughput": metrics.throughput(tables, bucket_us),
         "forwarding": per_broker,
         "forwarding_by_role": by_role,
-        "summary": metrics.summary(tables, runs, by_broker, peaks, by_role, moved),
+        "summary": metrics.summary(tables, runs, by_broker, peaks, by_role, moved, trees),
     }
     out.mkdir(parents=True, exist_ok=True)
     collected = {}
@@ -140,6 +142,7 @@ def _figures(c: dict, core: list[str], labels: list[str], out: Path) -> dict[str
         "Messages by kind": plots.messages_by_kind(c["messages_by_broker"], labels, out / "messages_by_kind.png"),
         "Broker utilisation": plots.utilisation(c["broker_load"], labels, out / "utilisation.png"),
         "Publisher relocation": plots.relocation(c["relocation"], c["summary"], labels, out / "relocation.png"),
+        "Multi-tree communication cost": plots.multitree(c["multitree"], labels, out / "multitree.png"),
         "Hop counts": plots.hop_cdf(c["hop_counts"], labels, out / "hops_cdf.png"),
         "Throughput and traffic": plots.throughput(c["throughput"], labels, out / "throughput.png"),
         "False positives and pure forwarders": plots.forwarding(

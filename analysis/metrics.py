@@ -52,6 +52,11 @@ def _per_role_and_all(frame: DataFrame, keys: list, aggregates: list) -> DataFra
     return frame.groupBy(*keys, "role").agg(*aggregates).unionByName(overall)
 
 
+def _ratio(numerator: str, denominator: str):
+    """numerator / denominator, null where the denominator is 0 (Spark's ANSI mode raises)."""
+    return F.when(F.col(denominator) != 0, F.col(numerator) / F.col(denominator))
+
+
 def _bucket(column: str, bucket_us: int):
     return (F.floor(F.col(column) / bucket_us) * bucket_us / US).alias("t_s")
 
@@ -150,8 +155,8 @@ def broker_load(t: dict, by_broker: DataFrame, sim_end_us: dict[str, int]) -> Da
     load = (t["brokers"].select("run", "broker", "role")  # every broker, even one that got no message
             .join(m, ["run", "broker"], "left").join(busy, ["run", "broker"], "left").join(ends, "run"))
     load = load.fillna(0, ["arrived", "processed", "dropped", "busy_s"])
-    return (load.withColumn("utilisation", F.col("busy_s") / F.col("sim_end_s"))
-            .withColumn("msg_rate_per_s", F.col("processed") / F.col("sim_end_s")).drop("sim_end_s"))
+    return (load.withColumn("utilisation", _ratio("busy_s", "sim_end_s"))
+            .withColumn("msg_rate_per_s", _ratio("processed", "sim_end_s")).drop("sim_end_s"))
 
 
 # the control kinds of publisher relocation (protocols/relocation.py): traces, walks, migrations
@@ -183,8 +188,54 @@ def relocation(t: dict, by_broker: DataFrame, load: DataFrame, moves: DataFrame)
     moved = moves.groupBy("run").agg(F.count(F.lit(1)).alias("migrations"), F.mean("wait_s").alias("mean_wait_s"),
                                      F.max("wait_s").alias("max_wait_s"), F.mean("selection_s").alias("mean_selection_s"))
     return (rates.join(control, "run", "left").join(moved, "run", "left")
-            .withColumn("control_share", F.col("control_messages") / F.col("all_messages")).drop("all_messages")
+            .withColumn("control_share", _ratio("control_messages", "all_messages")).drop("all_messages")
             .fillna(0, ["migrations", "control_messages"]))
+
+
+def multitree(t: dict, runs) -> DataFrame:
+    """Per run under content-aware multi-tree routing (protocol.multitree): algorithm, dataset
+    and sampling factor; publications and the communication cost (publication copies between
+    brokers) in all and per publication, the same for the publications published from the
+    first active plan on (before it publications flood the coordinator's tree), the plans
+    computed and installed, the clusters (trees) of the last installed plan, and the trees
+    computed (COMPUTETREE calls: the planning work)."""
+    spark = t["messages"].sparkSession
+    info = []
+    for r in runs:
+        settings = ((r.manifest.get("scenario") or {}).get("protocol") or {}).get("multitree")
+        if settings:
+            generator = ((r.manifest["scenario"].get("workload") or {}).get("generator") or {})
+            info.append((r.label, settings["algorithm"], generator.get("dataset"), float(settings["sample"])))
+    runs_frame = spark.createDataFrame(info, "run string, algorithm string, dataset string, sample double")
+    m = t["messages"].where(F.col("kind") == "pub")
+    published = m.where(m.sender.isNull()).select("run", F.col("msg_id").alias("pub_id"),
+                                                  F.col("t_arrive_us").alias("t_pub_us"))
+    events = t["events"]
+    detail = lambda key: F.get_json_object("detail", f"$.{key}")  # noqa: E731
+    first = (events.where(F.col("kind") == "multitree_activated").groupBy("run")
+             .agg(F.min("t_us").alias("first_plan_us")))
+    planned = published.join(first, "run", "left").withColumn(
+        "planned", F.col("t_pub_us") >= F.col("first_plan_us"))
+    copies = (m.where(m.sender.isNotNull()).select("run", F.col("msg_id").alias("pub_id"))
+              .join(planned, ["run", "pub_id"]).groupBy("run")
+              .agg(F.count(F.lit(1)).alias("copies"),
+                   F.sum(F.col("planned").cast("int")).alias("planned_copies")))
+    publications = planned.groupBy("run").agg(
+        F.count(F.lit(1)).alias("publications"), F.sum(F.col("planned").cast("int")).alias("planned_publications"),
+        (F.min("first_plan_us") / US).alias("first_plan_s"))
+    recomputed = events.where(F.col("kind") == "multitree_recomputed").select(
+        "run", "t_us", detail("installed").alias("installed"), detail("clusters").cast("int").alias("clusters"),
+        detail("trees_computed").cast("long").alias("trees_computed"))
+    plans = recomputed.groupBy("run").agg(
+        F.count(F.lit(1)).alias("plans_computed"),
+        F.sum((F.col("installed") == "true").cast("int")).alias("plans_installed"),
+        F.max_by(F.when(F.col("installed") == "true", F.col("clusters")),
+                 F.when(F.col("installed") == "true", F.col("t_us"))).alias("clusters"),
+        F.sum("trees_computed").alias("trees_computed"))
+    return (runs_frame.join(publications, "run", "left").join(copies, "run", "left").join(plans, "run", "left")
+            .fillna(0, ["copies", "planned_copies", "plans_computed", "plans_installed"])
+            .withColumn("copies_per_publication", _ratio("copies", "publications"))
+            .withColumn("planned_copies_per_publication", _ratio("planned_copies", "planned_publications")))
 
 
 def hop_counts(t: dict) -> DataFrame:
@@ -278,8 +329,8 @@ def forwarding_by_role(per_broker: DataFrame) -> DataFrame:
     """``forwarding`` summed per role (``all``: every broker), with the fractions."""
     sums = [F.sum(c).alias(c) for c in ("pub_copies", "pure_forward", "received_over_links", "false_positives")]
     both = _per_role_and_all(per_broker, ["run"], sums)
-    return (both.withColumn("pure_forward_fraction", F.col("pure_forward") / F.col("pub_copies"))
-            .withColumn("false_positive_fraction", F.col("false_positives") / F.col("received_over_links")))
+    return (both.withColumn("pure_forward_fraction", _ratio("pure_forward", "pub_copies"))
+            .withColumn("false_positive_fraction", _ratio("false_positives", "received_over_links")))
 
 
 def queue_at_arrivals(t: dict) -> DataFrame:
@@ -332,10 +383,10 @@ def core_order(t: dict) -> dict[str, list[str]]:
 
 
 def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: DataFrame,
-            moved: DataFrame) -> DataFrame:
+            moved: DataFrame, trees: DataFrame) -> DataFrame:
     """One row per run: the figures the papers compare runs by (``by_broker``, ``peaks``,
-    ``by_role`` and ``moved``: the results of ``messages_by_broker``, ``queue_peaks``,
-    ``forwarding_by_role`` and ``relocation``)."""
+    ``by_role``, ``moved`` and ``trees``: the results of ``messages_by_broker``,
+    ``queue_peaks``, ``forwarding_by_role``, ``relocation`` and ``multitree``)."""
     spark = t["messages"].sparkSession
     d = t["deliveries"].groupBy("run").agg(*_delay_stats(_delay_s()), F.mean("hops").alias("mean_hops"))
     publications = t["publishers"].groupBy("run").agg(F.count(F.lit(1)).alias("publications"))
@@ -354,6 +405,7 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         [(r.label, str(r.path), int(r.manifest.get("brokers") or 0), r.sim_end_us / US) for r in runs],
         "run string, path string, brokers int, sim_end_s double")
     frame = info
-    for part in (counts, publications, d, peaks, final, overall, moved):
+    trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
+    for part in (counts, publications, d, peaks, final, overall, moved, trees):
         frame = frame.join(part, "run", "left")
     return frame.fillna(0, ["deliveries", "publications", "messages_processed", "triggered_subs", "dropped"])

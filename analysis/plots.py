@@ -296,3 +296,32 @@ def relocation(rows, summary, labels, path: Path):
         ax.set_xticks(range(len(present)), present, rotation=30, ha="right", fontsize="small")
         ax.set_title(title, fontsize="medium")
     return _save(fig, path)
+
+
+def multitree(rows, labels, path: Path):
+    """The multi-tree paper's comparison: publication copies between brokers per publication
+    once a plan is active, one bar per run; beside it the cost against the sampling factor per
+    algorithm when the runs vary it, else the trees of each run's last plan."""
+    if not rows:
+        return None
+    colours = _colours(labels)
+    by_run = {r["run"]: r for r in rows}
+    present = [label for label in labels if label in by_run]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    cost = [by_run[label]["planned_copies_per_publication"] or 0 for label in present]
+    axes[0].bar(range(len(present)), cost, color=[colours[label] for label in present])
+    axes[0].set_xticks(range(len(present)), present, rotation=30, ha="right", fontsize="small")
+    axes[0].set(title="Communication cost once a plan is active", ylabel="copies per publication")
+    if len({r["sample"] for r in rows}) > 1:
+        for algorithm in sorted({r["algorithm"] for r in rows}):
+            points = sorted((r["sample"], r["planned_copies_per_publication"] or 0)
+                            for r in rows if r["algorithm"] == algorithm)
+            axes[1].plot(*zip(*points), marker="o", label=algorithm)
+        axes[1].set(title="Cost against sampling factor", xlabel="sampling factor", ylabel="copies per publication")
+        axes[1].legend(fontsize="small")
+    else:
+        axes[1].bar(range(len(present)), [by_run[label]["clusters"] or 0 for label in present],
+                    color=[colours[label] for label in present])
+        axes[1].set_xticks(range(len(present)), present, rotation=30, ha="right", fontsize="small")
+        axes[1].set(title="Trees of the last plan", ylabel="trees (cluster 0 included)")
+    return _save(fig, path)

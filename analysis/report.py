@@ -32,6 +32,9 @@ SUMMARY_COLUMNS = [
     ("control_share", "relocation control", "{:.2%}"),
     ("mean_wait_s", "migration wait (s)", "{:.3g}"),
     ("mean_selection_s", "selection (s)", "{:.3g}"),
+    ("multitree", "multi-tree", "{}"),
+    ("planned_copies_per_publication", "copies/publication (planned)", "{:.2f}"),
+    ("clusters", "trees", "{:,}"),
 ]
 ROLE_COLUMNS = [
     ("run", "run", "{}"), ("role", "role", "{}"), ("pub_copies", "copies", "{:,}"),
