@@ -139,6 +139,24 @@ class Plan:
     def group_index(self) -> dict[str, int]:
         return {text: g for g, (text, _) in enumerate(self.groups)}
 
+    @cached_property
+    def group_cluster(self) -> np.ndarray:
+        return np.array([self.cluster_of_group.get(text, 0) for text, _ in self.groups], np.int64)
+
+    @cached_property
+    def index(self) -> FilterIndex:
+        """The groups' filters (keys: group indices), built once per process and shared by
+        every broker there (each points ``work`` at its own counters before a query)."""
+        index = FilterIndex()
+        for g, (_, f) in enumerate(self.groups):
+            index.add(g, f)
+        return index
+
+    def __getstate__(self) -> dict:
+        """Without what each process derives (the index above all)."""
+        derived = ("group_index", "group_cluster", "index")
+        return {k: v for k, v in self.__dict__.items() if k not in derived}
+
     def homes(self, text: str) -> Counter:
         """The home brokers of a group's registered subscriptions (with multiplicity)."""
         g = self.group_index.get(text)
@@ -171,45 +189,65 @@ def _shared_overlay(neighbours: dict, coordinator: str) -> Overlay:
 
 
 class _Epoch:
-    """A broker's routing state in one installed plan: a routing table of subscription groups
-    (one entry per filter, column ``cluster``) whose ``toward[slot, n]`` counts the group's
-    subscriptions beyond neighbour n on its cluster's tree (local ones are not counted)."""
+    """A broker's routing state in one installed plan. The plan's groups are matched in the
+    index the plan shares with every broker of its host; per group this broker counts the
+    subscriptions beyond each neighbour on the group's cluster tree (``counts``; local ones
+    are not counted). Groups the plan does not know (subscribed since) are counted in a small
+    routing table of this broker's (``extra``, in its ``toward``)."""
 
-    def __init__(self, plan: Plan, neighbors: list[str], work) -> None:
+    def __init__(self, plan: Plan, counts: np.ndarray, neighbors: list[str], work) -> None:
         self.plan = plan
-        self.table = RoutingTable(neighbors, work)
-        self.table.add_column("cluster")
+        self.counts = counts
+        self.extra = RoutingTable(neighbors, work)
+        self.work = work
         self.tree_hops: dict[int, list[str]] = {}  # cluster -> this broker's tree neighbours
         self.channels: dict[int, list[int]] = {}  # SemCast: cluster -> neighbours toward any of its subscriptions
         self.home_changes: dict[str, Counter] = {}  # OPT: group -> home -> subscriptions since the plan
-
-    def group_slot(self, text: str, f: Filter) -> int:
-        key = (text, 0)
-        if key not in self.table:
-            slot = self.table.add_route(key, f, LOCAL)
-            self.table.columns["cluster"][slot] = self.plan.cluster_of_group.get(text, 0)
-        return self.table.slot(key)
 
     def count(self, f: Filter, home: int, direction: int, delta: int) -> None:
         """A subscription of ``f`` at ``home``, beyond neighbour ``direction`` (LOCAL: here),
         came (delta 1) or went (-1)."""
         text = str(f)
-        slot = self.group_slot(text, f)
         if direction != LOCAL:
-            self.table.toward[slot, direction] += delta
+            g = self.plan.group_index.get(text)
+            if g is not None:
+                self.counts[g, direction] += delta
+            else:
+                key = (text, 0)
+                if key not in self.extra:
+                    self.extra.add_route(key, f, LOCAL)
+                self.extra.toward[self.extra.slot(key), direction] += delta
             self.channels.clear()
         if self.plan.opt:
             self.home_changes.setdefault(text, Counter())[home] += delta
 
     def cluster_of(self, text: str) -> int:
-        return int(self.table.columns["cluster"][self.table.slot((text, 0))])
+        return self.plan.cluster_of_group.get(text, 0)
+
+    def matching(self, publication) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The groups a publication matches: their texts, clusters and counts rows."""
+        plan = self.plan
+        plan.index.work = self.work  # the broker in hand pays for the query
+        groups = np.array(plan.index.keys_of(plan.index.match(publication).slots), np.int64)
+        texts = [plan.groups[g][0] for g in groups.tolist()]
+        clusters, rows = plan.group_cluster[groups], self.counts[groups]
+        if len(self.extra):
+            extra = self.extra.publication(publication, LOCAL).slots
+            if len(extra):
+                more = [key[0] for key in self.extra.keys_of(extra)]
+                texts += more
+                clusters = np.concatenate([clusters, [self.cluster_of(text) for text in more]])
+                rows = np.concatenate([rows, self.extra.toward[extra]])
+        return texts, clusters, rows
 
     def channel(self, cluster: int) -> list[int]:
+        """SemCast: the neighbours beyond which the cluster has any subscription."""
         found = self.channels.get(cluster)
         if found is None:
-            table = self.table
-            mine = np.flatnonzero(table.columns["cluster"][: len(table.toward)] == cluster)
-            found = self.channels[cluster] = np.flatnonzero(table.toward[mine].any(axis=0)).tolist()
+            rows = self.counts[self.plan.group_cluster == cluster]
+            extra = [self.extra.toward[self.extra.slot(key)] for key in self.extra.keys()
+                     if self.cluster_of(key[0]) == cluster]
+            found = self.channels[cluster] = np.flatnonzero(np.vstack([rows, *extra]).any(axis=0)).tolist()
         return found
 
     def homes(self, text: str) -> set[int]:
@@ -234,6 +272,7 @@ class Multitree:
         for i, hop in enumerate(self.neighbors):
             self.neighbour_of[self.overlay.index[hop]] = i
         self.neighbour_of[self.me] = LOCAL
+        self.base_neighbours = self._tree_neighbours(self.overlay.base, None)
         self.epochs: dict[int, _Epoch] = {}
         self.active = 0
         self.groups: dict[tuple[str, int], str] = {}  # local subscription -> its group
@@ -255,13 +294,13 @@ class Multitree:
     def prt_size(self) -> int:
         """Local subscriptions, and the groups the active epoch routes."""
         epoch = self.epochs.get(self.active)
-        return len(self.prt) + (len(epoch.table) if epoch else 0)
+        return len(self.prt) + (len(epoch.plan.groups) + len(epoch.extra) if epoch else 0)
 
     # ------------------------------------------------------------------ overlay helpers
 
     def _base_hops(self, sender: str | None) -> list[str]:
         """T0 neighbours but the sender (the base tree's flood)."""
-        return self._tree_neighbours(self.overlay.base, sender)
+        return [hop for hop in self.base_neighbours if hop != sender]
 
     def _tree_neighbours(self, tree: trees.Tree, sender: str | None) -> list[str]:
         names = self.overlay.names
@@ -368,15 +407,13 @@ class Multitree:
         if epoch.plan.opt:
             self._opt_route(msg, epoch, local, sender, ctx)
             return
-        table = epoch.table
-        slots = table.publication(msg.publication, LOCAL).slots
-        clusters = table.columns["cluster"][slots]
+        _, clusters, rows = epoch.matching(msg.publication)
         tree = msg.header("tree")
         for cluster in (np.unique(clusters).tolist() if tree is None else [tree]):
             if epoch.plan.flooded and cluster > 0:
                 directions = epoch.channel(cluster)
             else:
-                directions = np.flatnonzero(table.toward[slots[clusters == cluster]].any(axis=0)).tolist()
+                directions = np.flatnonzero(rows[clusters == cluster].any(axis=0)).tolist()
             self._deliver(msg, [key for key in local if epoch.cluster_of(self.groups[key]) == cluster], ctx)
             names = self.neighbors
             self._forward(msg.with_headers(tree=cluster), [names[d] for d in directions if names[d] != sender], ctx)
@@ -398,8 +435,8 @@ class Multitree:
         names, index = self.overlay.names, self.overlay.index
         route = msg.header("route")
         if route is None:
-            slots = epoch.table.publication(msg.publication, LOCAL).slots
-            homes = {names[h] for key in epoch.table.keys_of(slots) for h in epoch.homes(key[0])} | {self.name}
+            texts, _, _ = epoch.matching(msg.publication)
+            homes = {names[h] for text in texts for h in epoch.homes(text)} | {self.name}
             edges = trees.steiner(self.overlay.graph, homes).edges
             route = tuple(sorted(tuple(sorted((index[a], index[b]))) for a, b in edges))
             msg = msg.with_headers(route=route)
@@ -433,16 +470,12 @@ class Multitree:
     def _built(self, plan: Plan) -> _Epoch:
         """This broker's view of a plan: per group, its subscriptions beyond each neighbour on
         its cluster's tree (one vectorised query per tree)."""
-        epoch = _Epoch(plan, self.neighbors, self.work)
         counts = np.zeros((len(plan.groups), len(self.neighbors) + 1), np.int32)  # last column: local
         for cluster in np.unique(plan.sub_cluster).tolist():
             mine = np.flatnonzero(plan.sub_cluster == cluster)
             toward = self.neighbour_of[plan.trees[cluster].next_hops(self.me, plan.sub_home[mine])]
             np.add.at(counts, (plan.sub_group[mine], toward), 1)  # LOCAL (-1) lands in the last column
-        for g in np.flatnonzero(counts.any(axis=1)).tolist():
-            slot = epoch.group_slot(*plan.groups[g])  # may grow the table's arrays
-            epoch.table.toward[slot] = counts[g, :-1]
-        return epoch
+        return _Epoch(plan, np.ascontiguousarray(counts[:, :-1]), self.neighbors, self.work)
 
     def _start_delta(self, epoch: _Epoch, cluster: int, items: list[Message], ctx) -> None:
         hops = self._cluster_hops(epoch, cluster, None)
