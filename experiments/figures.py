@@ -30,7 +30,8 @@ SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 # the summary columns a figure's page shows (formats from the analysis report)
 SUMMARY = ("run", "deliveries", "mean_hops", "mean_s", "p90_s", "max_s", "peak_queue", "drain_s", "triggered_subs",
            "final_mean_prt", "messages_processed", "pure_forward_fraction", "yield", "final_soft_links",
-           "mean_msg_rate", "mean_utilisation", "migrations", "control_share", "mean_wait_s", "mean_selection_s")
+           "mean_msg_rate", "mean_utilisation", "migrations", "control_share", "mean_wait_s", "mean_selection_s",
+           "multitree", "planned_copies_per_publication", "clusters")
 
 
 @dataclass(frozen=True)

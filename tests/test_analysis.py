@@ -65,6 +65,9 @@ def analysed(tmp_path_factory):
     spec = resolve(SCENARIOS / "relocation_small_enterprise_grape_load.yaml")
     runs[spec.name] = root / "relocation"
     run(spec, runs[spec.name], progress=False)
+    spec = resolve(SCENARIOS / "multitree_small_mult.yaml")
+    runs[spec.name] = root / "multitree"
+    run(spec, runs[spec.name], progress=False)
     runs["hand"] = root / "hand"
     _hand_made_run(runs["hand"])
     out = root / "report"
@@ -194,9 +197,13 @@ def test_forwarding_false_positives_and_pure_forwarders(analysed):
     assert hand.pure_forward == 7
     assert by_role.loc[("hand", "core")].false_positives == 1  # M3 at B, from D
     for label, path in _real_runs(analysed).items():
-        m, d = _table(path, "messages"), _table(path, "deliveries")
-        expected = false_positives_by_components(m, d, _table(path, "links"))
-        assert by_role.loc[(label, "all")].false_positives == expected
+        m, d, links = _table(path, "messages"), _table(path, "deliveries"), _table(path, "links")
+        if nx.is_tree(nx.Graph(list(zip(links.a, links.b)))):
+            expected = false_positives_by_components(m, d, links)
+            assert by_role.loc[(label, "all")].false_positives == expected
+        else:  # a link's far side is undefined on a graph with cycles: unknown, not zero
+            assert by_role.loc[(label, "all")].received_over_links == 0
+            assert np.isnan(by_role.loc[(label, "all")].false_positive_fraction)
         copies = m[(m.kind == "pub") & m.t_end_us.notna()]
         useful = copies.merge(d[["pub_id", "broker"]].drop_duplicates(), left_on=["msg_id", "broker"],
                               right_on=["pub_id", "broker"])
@@ -239,6 +246,32 @@ def test_relocation_metrics_match_the_events_and_messages(analysed):
     summary = _metric(out, "summary").set_index("run")
     assert summary.loc[label].migrations == len(migrated) and summary.loc["unsub_burst_small_none"].migrations == 0
     assert (out / "relocation.png").exists()
+
+
+@pytest.mark.slow
+def test_multitree_metrics_count_copies_before_and_after_the_first_plan(analysed):
+    runs, out = analysed
+    label = "multitree_small_mult"
+    events, m = _table(runs[label], "events"), _table(runs[label], "messages")
+    first_plan = events[events.kind == "multitree_activated"].t_us.min()
+    pubs = m[m.kind == "pub"]
+    published = pubs[pubs.sender.isna()].set_index("msg_id").t_arrive_us
+    copies = pubs[pubs.sender.notna()].msg_id
+    planned = published[published >= first_plan].index
+    table = _metric(out, "multitree")
+    assert list(table.run) == [label]  # only runs under multi-tree routing
+    row = table.iloc[0]
+    assert (row.algorithm, row.dataset, row["sample"]) == ("MULT", "Localized2", 0.5)
+    assert row.publications == len(published) and row.copies == len(copies)
+    assert row.planned_publications == len(planned) < len(published)
+    assert row.planned_copies == copies.isin(planned).sum()
+    assert row.planned_copies_per_publication == pytest.approx(row.planned_copies / len(planned))
+    installed = [json.loads(d) for d in events[events.kind == "multitree_recomputed"].detail]
+    installed = [d for d in installed if d["installed"]]
+    assert row.plans_installed == len(installed) >= 2 and row.clusters == installed[-1]["clusters"]
+    summary = _metric(out, "summary").set_index("run")
+    assert summary.loc[label].multitree == "MULT" and pd.isna(summary.loc["unsub_burst_small_none"].multitree)
+    assert (out / "multitree.png").exists()
 
 
 @pytest.mark.slow
