@@ -44,7 +44,7 @@ def documents(graph, dataset: str, count: int) -> tuple[list[trees.Doc], dict[st
 def plan(planner: trees.Planner, algorithm: str, seed: int) -> tuple[list, bool]:
     """(trees with their groups, flooded): the configuration an algorithm plans."""
     if algorithm == "SPT":  # every group, sampled or not, rides the one tree
-        return [(trees.spt(planner.graph, seed), sorted(planner.members))], False
+        return [(trees.Tree(trees.spt(planner.graph, seed), planner.names), sorted(planner.members))], False
     chosen = {"SINGLE": planner.single, "MULT": planner.mult, "MULT2": planner.mult2,
               "SemCast": planner.semcast, "SemCast-filtered": planner.semcast}[algorithm]()
     return [(c.tree, c.groups) for c in chosen], algorithm == "SemCast"
@@ -55,7 +55,7 @@ def cost(graph, docs, members, configuration, flooded: bool) -> float:
     planner = trees.Planner(graph, docs, members=members)
     names, covered, total = sorted(graph), set(), 0
     for tree, groups in configuration:
-        total += planner.cost_on(trees.Tree(tree, names), groups, flooded=flooded)
+        total += planner.cost_on(tree, groups, flooded=flooded)
         covered |= set(groups)
     rest = [g for g in planner.sampled_groups() if g not in covered]
     total += planner.cost_on(trees.Tree(trees.bfs_tree(graph, min(graph)), names), rest)

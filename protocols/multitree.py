@@ -173,8 +173,7 @@ class Overlay:
         self.graph.add_nodes_from(self.names)
         self.graph.add_edges_from((a, b) for a, others in neighbours.items() for b in others)
         self.coordinator = coordinator
-        self.base_tree = trees.bfs_tree(self.graph, coordinator)
-        self.base = trees.Tree(self.base_tree, self.names)
+        self.base = trees.Tree(trees.bfs_tree(self.graph, coordinator), self.names)
 
 
 _OVERLAYS: dict[tuple[int, str], tuple[dict, Overlay]] = {}
@@ -584,28 +583,28 @@ class Multitree:
         before = self._plan_cost(planner)
         groups: dict[str, int] = {}
         if algorithm == "SPT":
-            tree_graphs = [trees.spt(graph, seed)]
-            cost = planner.cost_on(trees.Tree(tree_graphs[0], self.overlay.names), planner.sampled_groups())
+            tree_list = [trees.Tree(trees.spt(graph, seed), self.overlay.names)]
+            cost = planner.cost_on(tree_list[0], planner.sampled_groups())
         elif algorithm == "OPT":
-            tree_graphs, cost = [self.overlay.base_tree], trees.opt_cost(graph, docs)
+            tree_list, cost = [self.overlay.base], trees.opt_cost(graph, docs)
         else:
             plans = {"SINGLE": planner.single, "MULT": planner.mult, "MULT2": planner.mult2,
                      "SemCast": planner.semcast, "SemCast-filtered": planner.semcast}
             clusters = plans[algorithm]()
-            tree_graphs = [self.overlay.base_tree] + [c.tree for c in clusters]
+            tree_list = [self.overlay.base] + [c.tree for c in clusters]
             groups = {g: i for i, c in enumerate(clusters, start=1) for g in sorted(c.groups)}
             cost = (planner.cost(clusters) if algorithm != "SemCast-filtered"
-                    else sum(planner.cost_on(c.tree_arrays, c.groups) for c in clusters))
+                    else sum(planner.cost_on(c.tree, c.groups) for c in clusters))
         install = before is None or (before - cost) > self.multitree.improvement * before
-        ctx.event("multitree_recomputed", algorithm=algorithm, docs=len(docs), clusters=len(tree_graphs),
+        ctx.event("multitree_recomputed", algorithm=algorithm, docs=len(docs), clusters=len(tree_list),
                   cost_before=before, cost_after=cost, trees_computed=planner.trees_computed, installed=install)
         if install:
             self.epoch_count += 1
-            plan = self._plan(self.epoch_count, tree_graphs, groups)
+            plan = self._plan(self.epoch_count, tree_list, groups)
             self.current, self.installing = plan, (plan.epoch, set())
             self.on_mt_install(Message("mt_install", f"E{plan.epoch}", headers=(("plan", plan),)), None, ctx)
 
-    def _plan(self, epoch: int, tree_graphs: list, cluster_of_group: dict[str, int]) -> Plan:
+    def _plan(self, epoch: int, tree_list: list[trees.Tree], cluster_of_group: dict[str, int]) -> Plan:
         algorithm = self.multitree.algorithm
         texts: dict[str, int] = {}
         groups, sub_group, sub_home, by_home = [], [], [], {}
@@ -618,7 +617,7 @@ class Multitree:
             sub_home.append(home)
             by_home.setdefault(home, {})[key] = texts[text]
         sub_cluster = [cluster_of_group.get(groups[g][0], 0) for g in sub_group]
-        return Plan(epoch, tuple(trees.Tree(t, self.overlay.names) for t in tree_graphs), cluster_of_group,
+        return Plan(epoch, tuple(tree_list), cluster_of_group,
                     tuple(groups), np.array(sub_group, np.int64), np.array(sub_home, np.int64),
                     np.array(sub_cluster, np.int64), by_home,
                     opt=algorithm == "OPT", flooded=algorithm == "SemCast")

@@ -307,10 +307,11 @@ def opt_cost(graph: nx.Graph, docs: list[Doc]) -> int:
 
 @dataclass
 class Cluster:
+    """A cluster of groups with its tree (as arrays: a planner keeps thousands of candidates)."""
+
     groups: frozenset[str]
     docs: tuple[int, ...]  # indices of the documents matching one of its groups
-    tree: nx.Graph
-    tree_arrays: Tree
+    tree: Tree
     cost: int
 
 
@@ -346,7 +347,7 @@ class Planner:
             tree = compute_tree(self.graph, docs, groups, self.seed, self._steiner)
             self.trees_computed += 1
             arrays = Tree(tree, self.names)
-            found = Cluster(groups, indices, tree, arrays, cluster_cost(arrays, self.index, docs, groups))
+            found = Cluster(groups, indices, arrays, cluster_cost(arrays, self.index, docs, groups))
             self._clusters[groups] = found
         return found
 
@@ -361,7 +362,7 @@ class Planner:
             tree = _spanning(self.graph, steiner(self.graph, brokers)) if brokers else bfs_tree(self.graph, min(self.graph))
             self.trees_computed += 1
             arrays = Tree(tree, self.names)
-            found = Cluster(groups, self._doc_indices(groups), tree, arrays, self.cost_on(arrays, groups, flooded=True))
+            found = Cluster(groups, self._doc_indices(groups), arrays, self.cost_on(arrays, groups, flooded=True))
             self._channels[groups] = found
         return found
 
