@@ -41,25 +41,21 @@ def documents(graph, dataset: str, count: int) -> tuple[list[trees.Doc], dict[st
     return docs, {text: tuple(sorted(brokers)) for text, brokers in members.items()}
 
 
-def plan(planner: trees.Planner, algorithm: str, seed: int) -> tuple[list, bool]:
-    """(trees with their groups, flooded): the configuration an algorithm plans."""
-    if algorithm == "SPT":  # every group, sampled or not, rides the one tree
-        return [(trees.Tree(trees.spt(planner.graph, seed), planner.names), sorted(planner.members))], False
+def plan(planner: trees.Planner, algorithm: str, seed: int) -> tuple[list, dict, bool]:
+    """The configuration an algorithm plans: (trees, cluster of each group, flooded), cluster 0
+    on the coordinator's breadth-first tree (SPT: on the one shortest-path tree), as in a run."""
+    if algorithm == "SPT":
+        return [trees.Tree(trees.spt(planner.graph, seed), planner.names)], {}, False
     chosen = {"SINGLE": planner.single, "MULT": planner.mult, "MULT2": planner.mult2,
               "SemCast": planner.semcast, "SemCast-filtered": planner.semcast}[algorithm]()
-    return [(c.tree, c.groups) for c in chosen], algorithm == "SemCast"
+    base = trees.Tree(trees.bfs_tree(planner.graph, min(planner.graph)), planner.names)
+    cluster_of_group = {g: i for i, c in enumerate(chosen, start=1) for g in c.groups}
+    return [base] + [c.tree for c in chosen], cluster_of_group, algorithm == "SemCast"
 
 
-def cost(graph, docs, members, configuration, flooded: bool) -> float:
-    """Copies per document of a configuration; groups it lacks ride the coordinator's tree."""
-    planner = trees.Planner(graph, docs, members=members)
-    names, covered, total = sorted(graph), set(), 0
-    for tree, groups in configuration:
-        total += planner.cost_on(tree, groups, flooded=flooded)
-        covered |= set(groups)
-    rest = [g for g in planner.sampled_groups() if g not in covered]
-    total += planner.cost_on(trees.Tree(trees.bfs_tree(graph, min(graph)), names), rest)
-    return total / len(docs)
+def cost(graph, docs, members, configuration) -> float:
+    """Copies per document of a configuration."""
+    return trees.Planner(graph, docs, members=members).configuration_cost(*configuration) / len(docs)
 
 
 def main() -> None:
@@ -80,10 +76,10 @@ def main() -> None:
             sample_cost, later_cost = (trees.opt_cost(graph, d) / len(d) for d in (sampled, later))
             trees_, computed = 0, 0
         else:
-            configuration, flooded = plan(planner, algorithm, 1)
-            sample_cost = cost(graph, sampled, members, configuration, flooded)
-            later_cost = cost(graph, later, members, configuration, flooded)
-            trees_, computed = len(configuration), planner.trees_computed
+            configuration = plan(planner, algorithm, 1)
+            sample_cost = cost(graph, sampled, members, configuration)
+            later_cost = cost(graph, later, members, configuration)
+            trees_, computed = len(set(configuration[1].values())) or 1, planner.trees_computed  # chosen clusters
         rows.append({"algorithm": algorithm, "sampled": sample_cost, "later": later_cost, "trees": trees_,
                      "computed": computed, "plan_s": time.perf_counter() - started})
     print(f"{args.size} brokers ({graph.number_of_nodes()}), {args.dataset}, {args.samples} sampled documents\n")

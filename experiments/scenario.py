@@ -270,6 +270,16 @@ def _check_soft_links(protocol: dict, graph, path: Path) -> None:
         raise InputError(f"{path}: protocol.soft_links.{exc}") from None
 
 
+def _check_multitree(protocol: dict, graph, path: Path) -> None:
+    """The coordinator, when named, is a broker of the overlay (needs the overlay)."""
+    if protocol["multitree"] is None:
+        return
+    try:
+        MultitreeSettings(**protocol["multitree"]).check_brokers(graph)
+    except ValueError as exc:
+        raise InputError(f"{path}: protocol.multitree.{exc}") from None
+
+
 def _exactly_one(section: dict, keys: tuple[str, str], name: str, path: Path) -> None:
     present = [k for k in keys if section.get(k) is not None]
     if len(present) != 1:
@@ -312,13 +322,7 @@ def build_topology(scenario: dict, base: Path, path: Path):
     else:
         graph = _call_generator(topology["generator"], topologies.GENERATORS, f"{path}: topology.generator")
         where = f"{path}: topology.generator"
-    multitree = scenario["protocol"]["multitree"]
-    topologies.check_tree(graph, where, acyclic=multitree is None)
-    if multitree is not None:
-        try:
-            MultitreeSettings(**multitree).check_brokers(graph)
-        except ValueError as exc:
-            raise InputError(f"{path}: protocol.multitree.{exc}") from None
+    topologies.check_tree(graph, where, acyclic=scenario["protocol"]["multitree"] is None)
     for a, b in graph.edges:
         if graph.edges[a, b].get("latency_us") is None:
             graph.edges[a, b]["latency_us"] = default_latency
@@ -366,6 +370,7 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     base = path.parent
     graph, default_latency = build_topology(scenario, base, path)
     _check_soft_links(scenario["protocol"], graph, path)
+    _check_multitree(scenario["protocol"], graph, path)
     injections = build_workload(scenario, graph, base, path)
     runtime = scenario["runtime"]
     costs = load_profile(runtime["costs"], base, f"{path}: runtime.costs")

@@ -73,6 +73,13 @@ class Context(Protocol):
     def resume_client(self, client: str, broker: str) -> None: ...  # they go to ``broker`` from now on
 
 
+def configured(settings: dict, key: str, settings_class):
+    """A configured mixin's settings: ``settings[key]`` as ``settings_class``, given as the
+    class itself or as the mapping of its fields (what a scenario resolves to)."""
+    given = settings[key]
+    return given if isinstance(given, settings_class) else settings_class(**given)
+
+
 @dataclass(slots=True)
 class Route:
     """A routing-table entry: the message that installed it, where it came from, and its slot

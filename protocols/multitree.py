@@ -66,7 +66,7 @@ import networkx as nx
 import numpy as np
 
 from . import trees
-from .broker import Route
+from .broker import Route, configured
 from .index import FilterIndex
 from .language import Filter
 from .messages import Message
@@ -130,7 +130,6 @@ class Plan:
     groups: tuple[tuple[str, Filter], ...]
     sub_group: np.ndarray
     sub_home: np.ndarray
-    sub_cluster: np.ndarray
     by_home: dict[int, dict]  # home broker index -> its registered subscriptions' keys -> group index
     opt: bool = False
     flooded: bool = False  # SemCast: a copy goes to every broker of the channel
@@ -144,6 +143,10 @@ class Plan:
         return np.array([self.cluster_of_group.get(text, 0) for text, _ in self.groups], np.int64)
 
     @cached_property
+    def sub_cluster(self) -> np.ndarray:
+        return self.group_cluster[self.sub_group]
+
+    @cached_property
     def index(self) -> FilterIndex:
         """The groups' filters (keys: group indices), built once per process and shared by
         every broker there (each points ``work`` at its own counters before a query)."""
@@ -154,7 +157,7 @@ class Plan:
 
     def __getstate__(self) -> dict:
         """Without what each process derives (the index above all)."""
-        derived = ("group_index", "group_cluster", "index")
+        derived = ("group_index", "group_cluster", "sub_cluster", "index")
         return {k: v for k, v in self.__dict__.items() if k not in derived}
 
     def homes(self, text: str) -> Counter:
@@ -257,13 +260,9 @@ class _Epoch:
 
 
 class Multitree:
-    # a broker only ever sends to its overlay neighbours
-    opens_links = False
-
     def __init__(self, name, neighbors, settings=None, overlay=None) -> None:
         super().__init__(name, neighbors, settings, overlay)
-        given = self.settings["multitree"]
-        self.multitree = given if isinstance(given, MultitreeSettings) else MultitreeSettings(**given)
+        self.multitree = configured(self.settings, "multitree", MultitreeSettings)
         overlay = overlay or {name: list(neighbors)}
         self.overlay = _shared_overlay(overlay, self.multitree.coordinator or min(overlay))
         self.me = self.overlay.index[name]
@@ -271,7 +270,7 @@ class Multitree:
         for i, hop in enumerate(self.neighbors):
             self.neighbour_of[self.overlay.index[hop]] = i
         self.neighbour_of[self.me] = LOCAL
-        self.base_neighbours = self._tree_neighbours(self.overlay.base, None)
+        self.base_neighbours = self._tree_neighbours(self.overlay.base)
         self.epochs: dict[int, _Epoch] = {}
         self.active = 0
         self.groups: dict[tuple[str, int], str] = {}  # local subscription -> its group
@@ -301,17 +300,17 @@ class Multitree:
         """T0 neighbours but the sender (the base tree's flood)."""
         return [hop for hop in self.base_neighbours if hop != sender]
 
-    def _tree_neighbours(self, tree: trees.Tree, sender: str | None) -> list[str]:
+    def _tree_neighbours(self, tree: trees.Tree) -> list[str]:
         names = self.overlay.names
         hops = [names[i] for i in np.flatnonzero(tree.parent == self.me)]
         if tree.parent[self.me] >= 0:
             hops.append(names[tree.parent[self.me]])
-        return sorted(hop for hop in hops if hop != sender)
+        return sorted(hops)
 
     def _cluster_hops(self, epoch: _Epoch, cluster: int, sender: str | None) -> list[str]:
         hops = epoch.tree_hops.get(cluster)
         if hops is None:
-            hops = epoch.tree_hops[cluster] = self._tree_neighbours(epoch.plan.trees[cluster], None)
+            hops = epoch.tree_hops[cluster] = self._tree_neighbours(epoch.plan.trees[cluster])
         return [hop for hop in hops if hop != sender]
 
     def _up(self, msg: Message, ctx) -> None:
@@ -616,11 +615,8 @@ class Multitree:
             sub_group.append(texts[text])
             sub_home.append(home)
             by_home.setdefault(home, {})[key] = texts[text]
-        sub_cluster = [cluster_of_group.get(groups[g][0], 0) for g in sub_group]
-        return Plan(epoch, tuple(tree_list), cluster_of_group,
-                    tuple(groups), np.array(sub_group, np.int64), np.array(sub_home, np.int64),
-                    np.array(sub_cluster, np.int64), by_home,
-                    opt=algorithm == "OPT", flooded=algorithm == "SemCast")
+        return Plan(epoch, tuple(tree_list), cluster_of_group, tuple(groups), np.array(sub_group, np.int64),
+                    np.array(sub_home, np.int64), by_home, opt=algorithm == "OPT", flooded=algorithm == "SemCast")
 
     def _plan_cost(self, planner: trees.Planner) -> int | None:
         """The current configuration's cost on the window (None while publications flood)."""
@@ -629,9 +625,5 @@ class Multitree:
             return None
         if plan.opt:
             return trees.opt_cost(planner.graph, planner.docs)
-        members: dict[int, list[str]] = {}
-        for group in planner.sampled_groups():
-            members.setdefault(plan.cluster_of_group.get(group, 0), []).append(group)
-        return sum(planner.cost_on(plan.trees[c], groups, flooded=plan.flooded and c > 0)
-                   for c, groups in sorted(members.items()))
+        return planner.configuration_cost(plan.trees, plan.cluster_of_group, plan.flooded)
 

@@ -33,7 +33,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from .broker import Route
+from .broker import Route, configured
 from .covering import ActiveCovering
 from .messages import Message
 
@@ -110,8 +110,7 @@ class WindowEntry:
 class Pruning(ActiveCovering):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        given = self.settings["pruning"]
-        self.pruning = given if isinstance(given, PruningSettings) else PruningSettings(**given)
+        self.pruning = configured(self.settings, "pruning", PruningSettings)
         self.pruning_window: dict[tuple, deque[WindowEntry]] = {}  # local subscription -> recorded publications
         self.pruning_window_size = [0, 0]  # entries and bytes over all windows, kept as they change
         self.pruning_preserved: dict[str, dict[tuple, Message]] = {n: {} for n in self.neighbors}

@@ -65,7 +65,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from .broker import Route
+from .broker import Route, configured
 from .messages import Message
 from .routing import LOCAL
 
@@ -280,8 +280,7 @@ class Relocation:
 
     def __init__(self, name, neighbors, settings=None, overlay=None) -> None:
         super().__init__(name, neighbors, settings, overlay)
-        given = self.settings["relocation"]
-        self.relocation = given if isinstance(given, RelocationSettings) else RelocationSettings(**given)
+        self.relocation = configured(self.settings, "relocation", RelocationSettings)
         self.relocation_seed = self.settings.get("seed", 0)
         self.overlay = overlay or {name: list(neighbors)}
         self.publishers: dict[str, _Publisher] = {}

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .broker import Route
+from .broker import Route, configured
 from .messages import Message
 from .routing import LOCAL
 from .trees import meet
@@ -182,8 +182,7 @@ class SoftLinks:
 
     def __init__(self, name, neighbors, settings=None, overlay=None) -> None:
         super().__init__(name, neighbors, settings, overlay)
-        given = self.settings["soft_links"]
-        self.soft = given if isinstance(given, SoftLinkSettings) else SoftLinkSettings(**given)
+        self.soft = configured(self.settings, "soft_links", SoftLinkSettings)
         if overlay is None:
             raise ValueError(f"broker {name}: soft links need the overlay (make_broker's overlay)")
         self.view = DeltaView(name, overlay, self.soft.delta)

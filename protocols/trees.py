@@ -77,7 +77,6 @@ class Tree:
             stack.append((child, iter(adjacency[child])))
         if not seen.all():
             raise ValueError("the tree does not span every broker")
-        self.edges = graph.number_of_edges()
 
     def joining_edges(self, nodes) -> int:
         """Edges of the smallest subtree joining ``nodes`` (broker indices)."""
@@ -95,7 +94,6 @@ class Tree:
                 count += 1
                 node = parent[node]
         return count
-
 
     def next_hops(self, node: int, targets: np.ndarray) -> np.ndarray:
         """Per target broker index, the neighbour of ``node`` on the tree path toward it (the
@@ -174,7 +172,7 @@ def _edge(a: str, b: str) -> tuple[str, str]:
 
 def _contracted(cluster: dict[str, str], klass: dict, level: int) -> dict[str, dict[str, list]]:
     """Clusters linked by edges of classes up to ``level``: cluster -> neighbour -> [count,
-    shortest original edge]."""
+    the first such original edge in name order]."""
     contracted: dict[str, dict[str, list]] = {}
     for (a, b), k in sorted(klass.items()):
         ca, cb = cluster[a], cluster[b]
@@ -378,6 +376,15 @@ class Planner:
         groups = frozenset(groups)
         docs = [self.docs[i] for i in self._doc_indices(groups)]
         return cluster_cost(tree, self.index, docs, groups, self.channel_brokers(groups) if flooded else None)
+
+    def configuration_cost(self, trees: list[Tree], cluster_of_group: dict[str, int], flooded: bool = False) -> int:
+        """A configuration's cost: every sampled group on the tree of its cluster (cluster 0
+        for a group the configuration does not name); ``flooded``: the clusters but 0 as
+        SemCast channels."""
+        members: dict[int, list[str]] = {}
+        for group in self.sampled_groups():
+            members.setdefault(cluster_of_group.get(group, 0), []).append(group)
+        return sum(self.cost_on(trees[c], groups, flooded=flooded and c > 0) for c, groups in sorted(members.items()))
 
     def _doc_indices(self, groups) -> tuple[int, ...]:
         return tuple(sorted(set().union(*(self.docs_of.get(g, set()) for g in groups))))
