@@ -380,10 +380,13 @@ class Planner:
     def configuration_cost(self, trees: list[Tree], cluster_of_group: dict[str, int], flooded: bool = False) -> int:
         """A configuration's cost: every sampled group on the tree of its cluster (cluster 0
         for a group the configuration does not name); ``flooded``: the clusters but 0 as
-        SemCast channels."""
-        members: dict[int, list[str]] = {}
+        SemCast channels, which reach the brokers of all their groups, sampled or not."""
+        members: dict[int, set[str]] = {}
         for group in self.sampled_groups():
-            members.setdefault(cluster_of_group.get(group, 0), []).append(group)
+            members.setdefault(cluster_of_group.get(group, 0), set()).add(group)
+        for group, cluster in cluster_of_group.items():
+            if cluster in members:
+                members[cluster].add(group)
         return sum(self.cost_on(trees[c], groups, flooded=flooded and c > 0) for c, groups in sorted(members.items()))
 
     def _doc_indices(self, groups) -> tuple[int, ...]:

@@ -104,6 +104,16 @@ def test_clusterings_cost_no_more_than_one_tree_and_opt_costs_least():
         assert sorted(groups) == planner.sampled_groups()
 
 
+def test_a_semcast_channel_costs_the_way_to_all_its_brokers_even_for_groups_no_document_matched():
+    graph = nx.path_graph([f"b{i}" for i in range(6)])  # b0 - b1 - ... - b5
+    docs = [trees.Doc("b0", (("g1", ("b2",)),))]  # matches g1 (at b2) only
+    planner = trees.Planner(graph, docs, members={"g1": ("b2",), "g2": ("b5",)})
+    line = trees.Tree(graph, sorted(graph))
+    channel = {"g1": 1, "g2": 1}
+    assert planner.configuration_cost([line, line], channel, flooded=True) == 5  # b0 to b5
+    assert planner.configuration_cost([line, line], channel, flooded=False) == 2  # b0 to b2
+
+
 # ---------------------------------------------------------------------- brokers on a pump
 
 
