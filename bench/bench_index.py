@@ -4,10 +4,11 @@ comparison; with ``--table covering-degree``, covering and covered-by queries on
 workload's table (every entry ``[class,eq,'STOCK'],[price,>=,lo],[price,<,hi]``: roots over
 disjoint ranges, each covering ``degree`` disjoint narrower ones).
 
-    python bench/bench_index.py [--sizes 1000,10000,100000] [--queries 200] [--rounds 3]
+    python bench/bench_index.py [--sizes 1000,10000,100000] [--queries 200] [--rounds 3] [--disjunctions F]
     python bench/bench_index.py --table covering-degree [--sizes 10000,100000,1000000]
 
-Prints one row per table size (each indexed figure the best of ``--rounds`` fresh tables: the
+``--disjunctions F`` makes a fraction F of the subscriptions (entries and probes)
+disjunctions of two or three. Prints one row per table size (each indexed figure the best of ``--rounds`` fresh tables: the
 median call of the best round); figures go to bench/RESULTS.md with date and machine.
 """
 import argparse
@@ -39,6 +40,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3, help="best of this many rounds (the VM is noisy)")
     parser.add_argument("--table", choices=("siena", "covering-degree"), default="siena")
+    parser.add_argument("--disjunctions", type=float, default=0.0,
+                        help="fraction of subscriptions that are disjunctions of 2-3 (siena table)")
     args = parser.parse_args()
     if args.table == "covering-degree":
         covering_degree_table(args)
@@ -47,13 +50,14 @@ def main() -> None:
     print(f"{'entries':>8} {'match us':>9} {'naive match us':>15} {'cover us':>9} {'naive cover us':>15} "
           f"{'normalise us':>13} {'insert us':>10} {'remove us':>10} {'matches/pub':>12}")
     for size in [int(s) for s in args.sizes.split(",")]:
-        filters = [parse_filter(language.subscription(rng)) for _ in range(size)]
+        filters = [parse_filter(subscription(language, rng, args.disjunctions)) for _ in range(size)]
         started = time.perf_counter()
         for f in filters:
-            f.constraints  # the normal form: computed once per filter, whatever tables hold it
+            for d in f.disjuncts:
+                d.constraints  # the normal form: computed once per filter, whatever tables hold it
         normalise = (time.perf_counter() - started) * 1e6 / size
         pubs = [parse_publication(language.publication(rng)) for _ in range(args.queries)]
-        probes = [parse_filter(language.subscription(rng)) for _ in range(args.queries)]
+        probes = [parse_filter(subscription(language, rng, args.disjunctions)) for _ in range(args.queries)]
         rounds = [one_round(filters, pubs, probes) for _ in range(args.rounds)]
         insert, match_us, cover_us, remove, hits = (min(column) for column in zip(*rounds))
         few = max(3, args.queries // 20)
@@ -61,6 +65,12 @@ def main() -> None:
         naive_cover = timed([lambda q=q: [k for k, f in enumerate(filters) if covers(f, q)] for q in probes[:few]])
         print(f"{size:>8} {match_us:>9.1f} {naive_match:>15.0f} {cover_us:>9.1f} {naive_cover:>15.0f} "
               f"{normalise:>13.1f} {insert:>10.1f} {remove:>10.1f} {hits:>12.1f}")
+
+
+def subscription(language: SienaVocabulary, rng, disjunctions: float) -> str:
+    """A SIENA-style subscription, with probability ``disjunctions`` a disjunction of 2-3."""
+    disjuncts = rng.randint(2, 3) if disjunctions and rng.random() < disjunctions else 1
+    return " || ".join(language.subscription(rng) for _ in range(disjuncts))
 
 
 def one_round(filters, pubs, probes) -> tuple[float, float, float, float, float]:

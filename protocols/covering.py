@@ -81,7 +81,7 @@ class LazyCovering:
         scope = self.covering_scope(removed, hop)
         withheld, sent = self.covering_withheld[scope], self.covering_sent[scope]
         candidates = withheld.covered_by(removed.msg.filter)
-        candidates.sort(key=lambda k: (len(withheld.filter(k).predicates), k))
+        candidates.sort(key=lambda k: (min(len(d.predicates) for d in withheld.filter(k).disjuncts), k))
         for key in candidates:
             if key in withheld and not sent.covering(withheld.filter(key)):
                 withheld.remove(key)

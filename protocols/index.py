@@ -16,6 +16,13 @@ protocols/language.py, so every answer equals the oracle's exactly. The index co
 in a ``Work`` record, defined by what a counting matcher would compare, so that the
 runtime's cost model, which turns it into virtual time, does not change with this index's
 shortcuts.
+
+A disjunctive entry ``F1 || F2`` keeps a slot of its own, which holds no cells and carries
+whatever a routing table keeps per entry, and one part slot per disjunct, indexed like any
+conjunction. Questions are asked per part and per disjunct of the query, then combined the
+way the oracle combines them: matching and intersection take the union, covering the
+intersection over the query's disjuncts, covered-by keeps the entries all of whose parts are
+covered. Answers name entries' slots only.
 """
 from __future__ import annotations
 
@@ -388,7 +395,10 @@ class FilterIndex:
         self._filters: list[Filter | None] = []
         self._residual_constraints: list[tuple | None] = []  # per slot: its (attr, Constraint) with residuals
         self._columns_of: list[list[_Column] | None] = []  # per slot: the columns holding its cells
-        self._slot_of: dict[Key, int] = {}
+        self._slot_of: dict[Key, int] = {}  # an entry's slot
+        self._parts: dict[int, tuple[int, ...]] = {}  # a disjunctive entry's slot -> its disjuncts' slots
+        self._owner = np.zeros(8, np.int64)  # per slot: the entry's slot (a part's entry; else itself)
+        self._part_count = np.zeros(8, np.int32)  # per entry's slot: its disjuncts (1: a conjunction)
         self._free: list[int] = []
         self._unsat_slots: set[int] = set()
         self._group = np.full(8, NO_GROUP, np.int32)  # per slot: its group in ``match`` (a routing table's last hop)
@@ -421,9 +431,29 @@ class FilterIndex:
             raise KeyError(f"{key!r} is already in the index")
         self.work.inserts += 1
         self.work.insert_entries += len(self._slot_of)
-        slot = self._free.pop() if self._free else self._grow()
-        self._keys[slot], self._filters[slot] = key, f
+        slot = self._new_slot()
+        self._keys[slot] = key
         self._slot_of[key] = slot
+        if not f.alternatives:
+            self._store(slot, f)
+            return
+        # a disjunction: the entry's slot holds no cells; each disjunct is a part slot of its own
+        self._filters[slot], self._columns_of[slot], self._residual_constraints[slot] = f, [], ()
+        self._residual[slot] = self._unsat[slot] = False
+        parts = self._parts[slot] = tuple(self._new_slot() for _ in f.alternatives)
+        for part, disjunct in zip(parts, f.alternatives):
+            self._owner[part] = slot
+            self._store(part, disjunct)
+        self._part_count[slot] = len(parts)
+
+    def _new_slot(self) -> int:
+        slot = self._free.pop() if self._free else self._grow()
+        self._owner[slot], self._part_count[slot] = slot, 1
+        return slot
+
+    def _store(self, slot: int, f: Filter) -> None:
+        """Give ``slot`` the cells, row and residual lines of conjunction ``f``."""
+        self._filters[slot] = f
         constraints = f.constraints
         places, row = [], []
         access = rank = None
@@ -463,6 +493,13 @@ class FilterIndex:
     def remove(self, key: Key) -> Filter:
         slot = self._slot_of.pop(key)
         f = self._filters[slot]
+        for part in self._parts.pop(slot, ()):
+            self._release(part)
+        self._release(slot)
+        return f
+
+    def _release(self, slot: int) -> None:
+        """Drop ``slot``'s cells and per-slot state; the slot becomes free."""
         for column in self._columns_of[slot]:
             self._remove(column, slot)
         self._rows.release(slot)
@@ -474,7 +511,6 @@ class FilterIndex:
         self._group[slot] = NO_GROUP
         self._unsat_slots.discard(slot)
         self._free.append(slot)
-        return f
 
     def _grow(self) -> int:
         slot = self._slots
@@ -488,7 +524,7 @@ class FilterIndex:
 
     def _grow_slot_arrays(self, size: int) -> None:
         """Room for ``size`` slots in every per-slot array (subclasses add theirs)."""
-        for name in ("_keys", "_residual", "_unsat", "_slot_marks"):
+        for name in ("_keys", "_residual", "_unsat", "_slot_marks", "_owner", "_part_count"):
             old = getattr(self, name)
             setattr(self, name, _grown(old, size, len(old)))
         self._group = np.concatenate([self._group, np.full(size - len(self._group), NO_GROUP, np.int32)])
@@ -581,7 +617,9 @@ class FilterIndex:
         if self._encoded_version == self.vocabulary.version:
             return
         arena, rows, lines = self._arena, self._rows, self._rows.lines
-        for slot in self._slot_of.values():
+        for slot in range(self._slots):
+            if not self._columns_of[slot]:  # a free slot or a disjunctive entry's (its parts hold its cells)
+                continue
             constraints = self._filters[slot].constraints.values()
             for j, (column, c) in enumerate(zip(self._columns_of[slot], constraints)):
                 if c.type == STRING:
@@ -727,51 +765,89 @@ class FilterIndex:
             residual_lines.lines, residual_lines.start, residual_lines.length,
             self._conditions.evaluate(publication.items), bounds,
             self._query_set, self._query_lo, self._query_hi, self._query_bits, self._slot_marks,
-            self._group, exclude, self._group_seen, slots, groups, local,
+            self._owner, self._group, exclude, self._group_seen, slots, groups, local,
         )
         self.work.residual_checks += checks
         return Match(slots[:found], groups[:grouped].tolist(), local[:locals_].tolist())
 
     def covering(self, f: Filter) -> list[Key]:
-        """Keys of the entries that cover ``f``."""
+        """Keys of the entries that cover ``f`` (for a disjunction: every disjunct of ``f`` is
+        covered by one of the entry's)."""
+        found = None
+        for disjunct in f.disjuncts:
+            slots = self._covering_conjunction(disjunct)
+            found = slots if found is None else np.intersect1d(found, slots, assume_unique=True)
+        return self.keys_of(found)
+
+    def _covering_conjunction(self, f: Filter) -> np.ndarray:
+        """Entries' slots, in slot order, with a disjunct that covers conjunction ``f``."""
         if unsatisfiable(f):
             self._probe([], kernels.CONTAINS, "cover", None)
-            return self.keys()
+            return np.array(sorted(self._slot_of.values()), np.int64)
         slots, _ = self._probe(self._query_bounds(f), kernels.CONTAINS, "cover", None)
         recheck = True if _has_residual(f) else self._residual[slots]
-        return self.keys_of(self._exact(slots, recheck, lambda slot: _residuals_implied(self._filters[slot], f)))
+        return self._entries(self._exact(slots, recheck, lambda slot: _residuals_implied(self._filters[slot], f)))
 
     def covered_by(self, f: Filter) -> list[Key]:
-        """Keys of the entries that ``f`` covers (every unsatisfiable entry among them)."""
+        """Keys of the entries that ``f`` covers (every unsatisfiable entry among them): those
+        whose every disjunct one of ``f``'s covers."""
+        covered = None
+        for disjunct in f.disjuncts:
+            slots = self._covered_by_conjunction(disjunct)
+            covered = slots if covered is None else np.union1d(covered, slots)
+        if not self._parts:
+            return self.keys_of(covered)
+        entries, parts = np.unique(self._owner[covered], return_counts=True)
+        return self.keys_of(entries[parts == self._part_count[entries]])
+
+    def _covered_by_conjunction(self, f: Filter) -> np.ndarray:
+        """Slots (entries' or their disjuncts'), in slot order, that conjunction ``f`` covers."""
         slots, _ = self._probe(self._query_bounds(f), kernels.WITHIN, "cover", len(f.constraints))
         if self._unsat_slots:
             slots = np.union1d(slots, np.fromiter(self._unsat_slots, np.int64))
         recheck = (True if _has_residual(f) else self._residual[slots]) & ~self._unsat[slots]
-        return self.keys_of(self._exact(slots, recheck, lambda slot: _residuals_implied(f, self._filters[slot])))
+        return self._exact(slots, recheck, lambda slot: _residuals_implied(f, self._filters[slot]))
 
     def intersecting(self, sub: Filter) -> list[Key]:
         """Keys of the entries (advertisements) that intersect subscription ``sub``."""
         return self.keys_of(self.intersecting_slots(sub))
 
     def intersecting_slots(self, sub: Filter) -> np.ndarray:
-        """Slots of the entries that intersect ``sub``, in slot order.
+        """Slots of the entries that intersect ``sub`` (one of its disjuncts), in slot order."""
+        return self._union(self._intersecting_conjunction(d) for d in sub.disjuncts)
 
-        A residual condition can only empty an overlap that is a single point, so only
+    def _intersecting_conjunction(self, sub: Filter) -> np.ndarray:
+        """A residual condition can only empty an overlap that is a single point, so only
         entries touching ``sub`` in a point there (or unsatisfiable ones) are re-checked."""
         if unsatisfiable(sub):
             return np.zeros(0, np.int64)
         slots, points = self._probe(self._query_bounds(sub), kernels.OVERLAP, "match", len(sub.constraints))
-        return self._exact(slots, points, lambda slot: _overlaps_hold(self._filters[slot], sub))
+        return self._entries(self._exact(slots, points, lambda slot: _overlaps_hold(self._filters[slot], sub)))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
         """Keys of the entries (subscriptions) that advertisement ``adv`` intersects."""
         return self.keys_of(self.intersected_by_slots(adv))
 
     def intersected_by_slots(self, adv: Filter) -> np.ndarray:
-        """Slots of the entries that ``adv`` intersects, in slot order."""
+        """Slots of the entries that ``adv`` (one of its disjuncts) intersects, in slot order."""
+        return self._union(self._intersected_by_conjunction(d) for d in adv.disjuncts)
+
+    def _intersected_by_conjunction(self, adv: Filter) -> np.ndarray:
         slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "match", None)
         recheck = True if unsatisfiable(adv) else points
-        return self._exact(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot]))
+        return self._entries(self._exact(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot])))
+
+    def _entries(self, slots: np.ndarray) -> np.ndarray:
+        """The distinct entries' slots, in slot order, of ``slots`` (entries' or disjuncts')."""
+        return np.unique(self._owner[slots]) if self._parts else slots
+
+    @staticmethod
+    def _union(answers) -> np.ndarray:
+        """The union of the sorted slot arrays ``answers`` (the one array, when only one)."""
+        found = None
+        for slots in answers:
+            found = slots if found is None else np.union1d(found, slots)
+        return found
 
     def keys_of(self, slots: np.ndarray) -> list[Key]:
         """The keys of ``slots``, in their order."""

@@ -161,9 +161,11 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
 
 @njit(cache=True, nogil=True)
 def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, residual_start, residual_len,
-          condition_true, bounds, query_set, query_lo, query_hi, query_bits, marks, group, exclude, group_seen,
-          out_slots, out_groups, out_local):
+          condition_true, bounds, query_set, query_lo, query_hi, query_bits, marks, owner, group, exclude,
+          group_seen, out_slots, out_groups, out_local):
     """The entries matching a publication (``bounds``: one point per attribute), in slot order.
+    A disjunctive entry's disjuncts have slots of their own, ``owner`` maps them to the
+    entry's slot (every other slot to itself): an entry matches once, whichever disjuncts do.
 
     Returns (matching entries, residual checks, groups, local entries): the first three
     counts fill ``out_slots``, ``out_groups`` (ascending) and ``out_local``. A residual check is
@@ -174,6 +176,7 @@ def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, re
     candidates = _candidates(POINT, slots, lo, hi, bits, segments, marks, out_slots)
     found = 0
     checks = 0
+    merged = False
     for c in range(candidates):
         s = out_slots[c]
         row = rows[row_start[s] : row_start[s] + row_len[s]]
@@ -193,9 +196,19 @@ def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, re
                     break
             if not ok:
                 continue
-        out_slots[found] = s
+        entry = owner[s]
+        if entry != s:
+            if marks[entry]:
+                continue
+            marks[entry] = 1
+            merged = True
+        out_slots[found] = entry
         found += 1
     _clear_bounds(bounds, query_set)
+    if merged:
+        for f in range(found):
+            marks[out_slots[f]] = 0
+        out_slots[:found] = np.sort(out_slots[:found])
     local = 0
     for f in range(found):
         g = group[out_slots[f]]

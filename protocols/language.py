@@ -1,19 +1,25 @@
 """The PADRES subscription language and its scalar reference semantics.
 
 Filters (advertisements and subscriptions) are conjunctions of predicates
-``[attr,op,value]``; publications are attribute/value lists ``[attr,value]``, both in
-PADRES's syntax so existing PADRES workloads run unchanged. ``matches``, ``covers``,
-``conforms`` and ``intersects`` are the oracle that the vectorised index (protocols/index.py)
-is held to. Deliberate differences from PADRES: several predicates may constrain one
+``[attr,op,value]``, or disjunctions of such conjunctions joined by ``||``; publications
+are attribute/value lists ``[attr,value]``, both in PADRES's syntax so existing PADRES
+workloads run unchanged. ``matches``, ``covers``, ``conforms`` and ``intersects`` are the
+oracle that the vectorised index (protocols/index.py) is held to. Deliberate differences from PADRES: several predicates may constrain one
 attribute (ranges), strict bounds are exact (PADRES rounds ``x>v`` to ``x>=v+1``), and
 ``isPresent`` is typed by its value (numeric or string), as PADRES types it.
 
-Every filter also has a normal form, one ``Constraint`` per attribute: an interval (numeric,
+Every conjunction also has a normal form, one ``Constraint`` per attribute: an interval (numeric,
 or lexicographic for strings; a prefix is the interval ``[p, succ(p))``) plus residual
 conditions that are not intervals (excluded values, postfixes, substrings). ``covers`` and
 ``intersects`` are decided on that normal form: exactly for intervals and exclusions, and
 safely (``covers`` False, ``intersects`` True) where residual string conditions make the
 question hard.
+
+A disjunction ``F1 || F2`` matches (or admits) a publication when one of its disjuncts does;
+``covers(G, F)`` holds when every disjunct of F is covered by some disjunct of G (sufficient,
+not necessary: a disjunct covered only by several of G's together counts as not covered,
+which is safe), and a disjunctive advertisement intersects a disjunctive subscription when
+some pair of their disjuncts does.
 """
 from __future__ import annotations
 
@@ -52,16 +58,27 @@ class Predicate:
 
 @dataclass(frozen=True)
 class Filter:
-    """An advertisement or subscription: a conjunction of predicates."""
+    """An advertisement or subscription: a conjunction of predicates, or (``alternatives``
+    given, ``predicates`` empty) a disjunction of at least two conjunctions."""
 
     predicates: tuple[Predicate, ...]
+    alternatives: tuple["Filter", ...] = ()
+
+    @property
+    def disjuncts(self) -> tuple["Filter", ...]:
+        """The conjunctions this filter is a disjunction of (itself, for a conjunction)."""
+        return self.alternatives or (self,)
 
     @cached_property
     def constraints(self) -> dict[str, "Constraint"]:
-        """The normal form: one Constraint per attribute."""
+        """The normal form of a conjunction: one Constraint per attribute."""
+        if self.alternatives:
+            raise TypeError("a disjunction has no single normal form: use its disjuncts")
         return _normalise(self)
 
     def __str__(self) -> str:
+        if self.alternatives:
+            return " || ".join(str(d) for d in self.alternatives)
         return ",".join(str(p) for p in self.predicates)
 
 
@@ -85,10 +102,12 @@ def _format_value(value: Value) -> str:
 # ---------------------------------------------------------------------------- parsing
 
 
-def _split_terms(text: str, what: str) -> list[tuple[int, str]]:
-    """Split ``[a,b],[c,d]`` into (position, inner text) pairs, honouring quotes."""
+def _split_terms(text: str, what: str, offset: int = 0) -> list[tuple[int, str]]:
+    """Split ``[a,b],[c,d]`` into (position, inner text) pairs, honouring quotes; positions
+    count from 1 and are shifted by ``offset`` (where ``text`` starts in a longer text)."""
     terms: list[tuple[int, str]] = []
-    i, n = 0, len(text)
+    i, n = offset, offset + len(text)
+    text = " " * offset + text
     while True:
         while i < n and text[i] in " \t\r\n":
             i += 1
@@ -154,10 +173,38 @@ def _check_attr(attr: str) -> None:
 
 
 def parse_filter(text: str) -> Filter:
-    """Parse an advertisement or subscription ``[attr,op,value],...``."""
+    """Parse an advertisement or subscription ``[attr,op,value],...``, or a disjunction of
+    them joined by ``||``."""
+    parts = _split_disjuncts(text)
+    if len(parts) == 1:
+        return _parse_conjunction(text, 0, "filter")
+    return Filter((), tuple(
+        _parse_conjunction(part, offset, f"filter disjunct {number}")
+        for number, (offset, part) in enumerate(parts, start=1)
+    ))
+
+
+def _split_disjuncts(text: str) -> list[tuple[int, str]]:
+    """Split ``F1 || F2`` at every ``||`` outside quotes: (offset, text) per disjunct."""
+    parts, start, quoted, i = [], 0, False, 0
+    while i < len(text):
+        if text[i] == "'":
+            quoted = not quoted
+        elif not quoted and text.startswith("||", i):
+            parts.append((start, text[start:i]))
+            start = i = i + 2
+            continue
+        i += 1
+    parts.append((start, text[start:]))
+    return parts
+
+
+def _parse_conjunction(text: str, offset: int, what: str) -> Filter:
+    """Parse ``[attr,op,value],...``, found at ``offset`` of the whole filter text (positions
+    in errors are the whole text's)."""
     predicates = []
-    for number, (position, inner) in enumerate(_split_terms(text, "filter"), start=1):
-        where = f"filter predicate {number} [{inner}] at position {position}"
+    for number, (position, inner) in enumerate(_split_terms(text, what, offset), start=1):
+        where = f"{what} predicate {number} [{inner}] at position {position}"
         try:
             parts = _split_fields(inner)
             if len(parts) != 3:
@@ -176,17 +223,17 @@ def parse_filter(text: str) -> Filter:
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         predicates.append(Predicate(attr, op, value))
-    _check_types_agree(predicates)
+    _check_types_agree(predicates, what)
     return Filter(tuple(predicates))
 
 
-def _check_types_agree(predicates: list[Predicate]) -> None:
+def _check_types_agree(predicates: list[Predicate], what: str) -> None:
     seen: dict[str, tuple[int, Predicate]] = {}
     for number, predicate in enumerate(predicates, start=1):
         first = seen.setdefault(predicate.attr, (number, predicate))
         if first[1].type != predicate.type:
             raise ValueError(
-                f"filter predicate {number} {predicate}: attribute {predicate.attr!r} is "
+                f"{what} predicate {number} {predicate}: attribute {predicate.attr!r} is "
                 f"{'numeric' if first[1].type == NUMERIC else 'a string'} in predicate {first[0]}"
             )
 
@@ -249,7 +296,10 @@ _STRING_TESTS = {
 
 
 def matches(sub: Filter, publication: Publication) -> bool:
-    """Every predicate's attribute is present in the publication and satisfied."""
+    """Every predicate's attribute is present in the publication and satisfied (in some
+    disjunct)."""
+    if sub.alternatives:
+        return any(matches(d, publication) for d in sub.alternatives)
     values = publication.as_dict()
     for p in sub.predicates:
         if p.attr not in values or not satisfies(values[p.attr], p.op, p.value):
@@ -258,7 +308,10 @@ def matches(sub: Filter, publication: Publication) -> bool:
 
 
 def conforms(publication: Publication, adv: Filter) -> bool:
-    """Every attribute the publication carries is constrained by the advertisement and satisfies it."""
+    """Every attribute the publication carries is constrained by the advertisement (by one of
+    its disjuncts) and satisfies it."""
+    if adv.alternatives:
+        return any(conforms(publication, d) for d in adv.alternatives)
     constrained: dict[str, list[Predicate]] = {}
     for p in adv.predicates:
         constrained.setdefault(p.attr, []).append(p)
@@ -402,7 +455,7 @@ def residual_holds(c: Constraint, value: Value) -> bool:
 
 def unsatisfiable(f: Filter) -> bool:
     """True when no publication can match ``f`` (decided on the normal form)."""
-    return any(c.empty for c in f.constraints.values())
+    return all(any(c.empty for c in d.constraints.values()) for d in f.disjuncts)
 
 
 # ---------------------------------------------------------------------------- covering
@@ -445,6 +498,8 @@ def constraint_covers(outer: Constraint, inner: Constraint) -> bool:
 
 def covers(f1: Filter, f2: Filter) -> bool:
     """Every publication matching f2 matches f1 ("f1 covers f2"); False where undecided."""
+    if f1.alternatives or f2.alternatives:
+        return all(any(covers(d1, d2) for d1 in f1.disjuncts) for d2 in f2.disjuncts)
     if unsatisfiable(f2):
         return True
     c1, c2 = f1.constraints, f2.constraints
@@ -474,5 +529,7 @@ def constraints_overlap(a: Constraint, b: Constraint) -> bool:
 
 def intersects(adv: Filter, sub: Filter) -> bool:
     """Some publication conforming to ``adv`` matches ``sub`` (True when unsure)."""
+    if adv.alternatives or sub.alternatives:
+        return any(intersects(a, s) for a in adv.disjuncts for s in sub.disjuncts)
     ca, cs = adv.constraints, sub.constraints
     return all(attr in ca and constraints_overlap(ca[attr], c) for attr, c in cs.items())

@@ -27,8 +27,18 @@ def predicates(draw, attr=None):
 
 @st.composite
 def filters(draw, max_predicates=4):
+    """A conjunction."""
     n = draw(st.integers(1, max_predicates))
     return Filter(tuple(draw(predicates()) for _ in range(n)))
+
+
+@st.composite
+def any_filters(draw, max_disjuncts=3):
+    """A conjunction, or (about one time in three) a disjunction ``F1 || F2 ...``."""
+    n = draw(st.integers(1, max_disjuncts))
+    if n == 1 or draw(st.integers(0, 2)):
+        return draw(filters())
+    return Filter((), tuple(draw(filters(max_predicates=3)) for _ in range(n)))
 
 
 @st.composite

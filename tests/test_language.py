@@ -11,7 +11,7 @@ from protocols.language import (
     parse_publication,
 )
 
-from .strategies import filters, publications
+from .strategies import any_filters, filters, publications
 
 F, P = parse_filter, parse_publication
 
@@ -34,6 +34,11 @@ F, P = parse_filter, parse_publication
         ("[x,>,1],[x,eq,'a']", "predicate 2 [x,eq,'a']: attribute 'x' is numeric in predicate 1"),
         ("[,>,1]", "bad attribute name"),
         ("[x,[,1]", "unbalanced '['"),
+        ("[x,>,1] ||", "filter disjunct 2: empty"),
+        ("|| [x,>,1]", "filter disjunct 1: empty"),
+        ("[x,>,1] || [y,<,z]", "filter disjunct 2 predicate 1 [y,<,z] at position 12: value 'z'"),
+        ("[x,>,1] || [y,<,1] [z,<,2]", "filter disjunct 2: expected ',' after predicate 1 at position 20"),
+        ("[x,>,1] || [y,<,1],[y,eq,'a']", "disjunct 2 predicate 2 [y,eq,'a']: attribute 'y' is numeric"),
     ],
 )
 def test_malformed_filters_name_the_place(text, message):
@@ -106,6 +111,13 @@ def test_string_operators():
         ("[x,>,5],[x,<,2]", "[x,>,3]", False),
         ("[x,isPresent,0]", "[x,>,3]", True),
         ("[x,isPresent,'']", "[x,>,3]", False),
+        ("[x,>,1] || [s,eq,'a']", "[x,>,5]", True),
+        ("[x,>,1] || [s,eq,'a']", "[x,>,5] || [s,eq,'a'],[y,<,2]", True),
+        ("[x,>,1] || [s,eq,'a']", "[x,>,5] || [s,eq,'b']", False),
+        ("[x,>,5]", "[x,>,6] || [x,>,7]", True),
+        ("[x,>,5]", "[x,>,6] || [y,>,7]", False),
+        ("[x,>,5] || [x,<,0]", "[x,>,6] || [x,>,3],[x,<,1]", True),  # the second matches nothing
+        ("[x,>,1],[x,<,3] || [x,>,2],[x,<,5]", "[x,>,1],[x,<,4]", False),  # covered by the two together
     ],
 )
 def test_covering_table(f1, f2, expected):
@@ -123,10 +135,23 @@ def test_covering_table(f1, f2, expected):
         ("[x,>=,1],[x,<,2]", "[x,>=,2]", False),
         ("[s,str-prefix,'ab']", "[s,eq,'abc']", True),
         ("[s,str-prefix,'ab']", "[s,eq,'b']", False),
+        ("[x,<,0] || [y,>,0]", "[y,>,5]", True),
+        ("[x,<,0] || [y,>,0]", "[y,<,0] || [x,>,0]", False),
+        ("[x,<,0]", "[y,<,0] || [x,<,-3]", True),
     ],
 )
 def test_intersection_table(adv, sub, expected):
     assert intersects(F(adv), F(sub)) is expected
+
+
+def test_a_disjunction_matches_when_one_disjunct_does():
+    sub = F("[k17,isPresent,0] || [k42,isPresent,0],[s,eq,'a||b']")
+    assert [len(d.predicates) for d in sub.disjuncts] == [1, 2] and str(F(str(sub))) == str(sub)
+    assert matches(sub, P("[k17,1]")) and matches(sub, P("[k42,1],[s,'a||b']"))
+    assert not matches(sub, P("[k42,1]")) and not matches(sub, P("[k5,1]"))
+    adv = F("[x,<,0] || [y,>,0]")
+    assert conforms(P("[x,-1]"), adv) and conforms(P("[y,1]"), adv)
+    assert not conforms(P("[x,-1],[y,1]"), adv)  # each disjunct describes whole publications
 
 
 def test_conformance_needs_every_publication_attribute_advertised():
@@ -138,20 +163,20 @@ def test_conformance_needs_every_publication_attribute_advertised():
 
 
 @settings(max_examples=3000, deadline=None)
-@given(filters(), filters(), publications())
+@given(any_filters(), any_filters(), publications())
 def test_covers_is_sound(f1: Filter, f2: Filter, pub):
     if covers(f1, f2) and matches(f2, pub):
         assert matches(f1, pub)
 
 
 @settings(max_examples=3000, deadline=None)
-@given(filters(), filters(), publications())
+@given(any_filters(), any_filters(), publications())
 def test_intersects_never_wrongly_false(adv, sub, pub):
     if conforms(pub, adv) and matches(sub, pub):
         assert intersects(adv, sub)
 
 
 @settings(max_examples=1000, deadline=None)
-@given(filters())
+@given(any_filters())
 def test_round_trip_through_text(f):
     assert parse_filter(str(f)) == f

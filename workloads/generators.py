@@ -84,12 +84,16 @@ def random_mix(
     operations: int = 400,
     spacing: float = 0.05,
     moves: bool = True,
+    disjunctions: float = 0.0,
 ) -> list[dict]:
     """A stock-quote workload mixing every operation: advertise, subscribe, publish,
-    unsubscribe, unadvertise and move, one operation every ``spacing`` seconds.
+    unsubscribe, unadvertise and move, one operation every ``spacing`` seconds. A fraction
+    ``disjunctions`` of the subscriptions are disjunctions of two or three.
 
     Used by the quick start and, with wide spacing, by the delivery-oracle tests.
     """
+    if not 0 <= disjunctions <= 1:
+        raise ValueError(f"disjunctions: expected a fraction between 0 and 1, got {disjunctions!r}")
     rng = rng_for(seed, "random_mix")
     records: list[dict] = []
     clock = [0.0]
@@ -119,7 +123,9 @@ def random_mix(
             client = rng.choice(sorted(subs))
             sub_id = fresh("S")
             subs[client].append(sub_id)
-            emit("subscribe", client, broker=located[client], id=sub_id, filter=_subscription(rng))
+            disjuncts = rng.randint(2, 3) if disjunctions and rng.random() < disjunctions else 1
+            text = " || ".join(_subscription(rng) for _ in range(disjuncts))
+            emit("subscribe", client, broker=located[client], id=sub_id, filter=text)
         elif op == "publish":
             publisher = rng.choice(sorted(advs))
             if advs[publisher]:
@@ -441,6 +447,7 @@ def keywords(
     keywords_per_document: int = 3,
     subscribe_interval: float = 0.001,
     publish_interval: float = 0.05,
+    keywords_per_subscription: int = 1,
 ) -> list[dict]:
     """The content-aware multi-tree paper's keyword workload: per keyword a neighbourhood of x%
     of the brokers around a random root (the ``dataset``: Localized1 x = 2, Localized2 x = 15,
@@ -448,15 +455,19 @@ def keywords(
     subscriptions ``[k<i>,isPresent,0]`` at brokers drawn from it. Each document comes from a
     random one of ``publishers`` publisher brokers and names 1 to ``keywords_per_document``
     keywords drawn from those whose neighbourhood holds its publisher (the keywords of nearby
-    subscribers; any keyword where none does). Subscriptions come first, then documents."""
+    subscribers; any keyword where none does). Subscriptions come first, then documents.
+    With ``keywords_per_subscription`` above 1, a subscription is a disjunction of its keyword
+    and up to that many minus one others whose neighbourhood holds its broker
+    (``[k3,isPresent,0] || [k8,isPresent,0]``)."""
     if dataset not in KEYWORD_DATASETS:
         raise ValueError(f"dataset: expected one of {', '.join(KEYWORD_DATASETS)}, got {dataset!r}")
-    if min(keywords, subscribers, publishers, documents, keywords_per_document) < 1:
-        raise ValueError("keywords, subscribers, publishers, documents and keywords_per_document must be at least 1")
+    if min(keywords, subscribers, publishers, documents, keywords_per_document, keywords_per_subscription) < 1:
+        raise ValueError("keywords, subscribers, publishers, documents, keywords_per_document and "
+                         "keywords_per_subscription must be at least 1")
     rng = rng_for(seed, "keywords")
     size = max(1, math.ceil(len(brokers) * KEYWORD_DATASETS[dataset] / 100))
     near: dict[str, list[int]] = {b: [] for b in brokers}
-    records = []
+    records, keyword_of = [], []  # keyword_of: each subscription's keyword
     t = 0.0
     for k in range(keywords):
         hood = _neighbourhood(graph, brokers, rng.choice(brokers), size)
@@ -465,7 +476,14 @@ def keywords(
         for j, broker in enumerate(rng.sample(hood, min(rng.randint(1, subscribers), len(hood)))):
             records.append({"t": round(t, 6), "op": "subscribe", "client": f"S{k}-{j}", "broker": broker,
                             "id": f"K{k}-{j}", "filter": f"[k{k},isPresent,0]"})
+            keyword_of.append(k)
             t += subscribe_interval
+    if keywords_per_subscription > 1:
+        widen = rng_for(seed, "keywords/disjunctions")  # a generator of its own: the rest stays as it is
+        for record, k in zip(records, keyword_of):
+            others = [other for other in near[record["broker"]] if other != k]
+            extra = widen.sample(others, min(widen.randint(0, keywords_per_subscription - 1), len(others)))
+            record["filter"] = " || ".join(f"[k{i},isPresent,0]" for i in [k, *sorted(extra)])
     every = ",".join(f"[k{k},isPresent,0]" for k in range(keywords))
     places = sorted(rng.sample(brokers, min(publishers, len(brokers))))
     for i, broker in enumerate(places):
