@@ -29,6 +29,7 @@ from workloads.trace import Injection
 
 from .costs import CostModel
 from .engine import Settings
+from .faults import FaultSchedule
 from .host import BrokerHost, HostSpec, Status, next_window_start, window_end
 from .partition import partition
 from .results import write_manifest, write_table
@@ -49,6 +50,7 @@ class RunSpec:
     duration_us: int | None
     scenario: dict  # the resolved scenario, for the manifest
     cpus_per_host: float = 0  # > 0: each host reserves this many CPUs in a placement group
+    faults: FaultSchedule | None = None
 
 
 def versions() -> dict[str, str]:
@@ -158,7 +160,7 @@ def host_specs(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, in
             neighbors={n: overlay[n] for n in mine}, overlay=overlay,
             index_of=index_of, host_of=placement, latency=latency, costs=spec.costs.as_dict(),
             settings=spec.settings, protocol=spec.protocol,
-            injections=[i for i in spec.injections if placement[i.broker] == host],
+            injections=[i for i in spec.injections if placement[i.broker] == host], faults=spec.faults,
         ))
     return specs
 

@@ -13,6 +13,14 @@ Ordering rules (the whole determinism story, in one place):
 - Where brokers have an uplink (``uplink_us``: the time one message takes to leave), a
   broker's outgoing messages leave one after another, in the order it sent them, and
   arrive the link's latency after they have left.
+- Fault transitions (actors/faults.py: crashes, restarts, links coming back) come first at
+  their instant (rank -1), ordered by broker index and the fault's place in the scenario.
+  A crash empties the broker's mailbox and replaces it with a fresh broker that takes no
+  messages (they are dropped, ``crashed broker``) until it restarts; its local clients keep
+  their operations but publications meanwhile (they are lost) and, at the restart, re-issue
+  the advertisements and subscriptions the broker held for them, then those operations. At a
+  restart, and when a link that was down, cut by a partition or lossy is back, the brokers on
+  both sides resynchronise it (``Broker.link_restored``).
 - A broker may pause a local client (its operations wait outside the mailbox, those already
   queued included) and resume it at another broker: the waiting and the future operations
   then arrive there in their order, no sooner than the default latency after the resume
@@ -29,9 +37,10 @@ from protocols.broker import Broker
 from protocols.messages import Message
 
 from .costs import CostModel
+from .faults import CRASHED, MAILBOX_FULL, FaultSchedule, Transition
 from .results import PROTOCOL_SAMPLE_COLUMNS, TableWriter
 
-COMPLETION, ARRIVAL = 0, 1
+FAULT, COMPLETION, ARRIVAL = -1, 0, 1
 
 
 @dataclass(slots=True)
@@ -63,6 +72,11 @@ class Server:
     uplink_sent: int = 0  # messages handed to the uplink since the previous sample
     in_service: "_Context | None" = None  # the effects of the message in service
     links: dict = field(default_factory=dict)  # destination -> (latency, index, host), as used
+    crashed: bool = False
+    generation: int = 0  # services started before the last crash complete into the void
+    held: list = field(default_factory=list)  # its clients' operations while it is crashed
+    reissue: list = field(default_factory=list)  # what its clients re-issue when it restarts
+    last_arrival: dict = field(default_factory=dict)  # destination -> latest arrival on a delayed link
 
 
 class _Context:
@@ -129,7 +143,11 @@ class Engine:
         costs: CostModel,
         settings: Settings,
         writer: TableWriter | None = None,
+        faults: FaultSchedule | None = None,
+        fresh_broker=None,
     ) -> None:
+        """``fresh_broker(name)``: a new, empty broker (a crashed one's restart); needed with
+        ``faults`` that crash brokers."""
         self.brokers = brokers
         self.index_of = index_of
         self.host_of = host_of
@@ -146,6 +164,12 @@ class Engine:
         self.last_event_t = 0
         self.arrivals = 0
         self.paused: dict[tuple[str, str], list[Arrival]] = {}  # (broker, client) -> its waiting operations
+        self.faults = faults if faults is not None and faults.faults else None
+        self.fresh_broker = fresh_broker
+        if self.faults:
+            for order, transition in enumerate(self.faults.transitions(self.servers)):
+                key = (transition.t, FAULT, index_of[transition.broker], transition.fault.number, order)
+                heapq.heappush(self.heap, (key, transition))
 
     # ------------------------------------------------------------------ inputs
 
@@ -195,9 +219,12 @@ class Engine:
                 self._sample_until(t)
             self.last_event_t = t
             if key[1] == COMPLETION:  # the item is the Server
-                self._serve(self._end_service(item, t), item, t)
-            else:
+                if key[3] == item.generation:  # else its broker crashed while serving
+                    self._serve(self._end_service(item, t), item, t)
+            elif key[1] == ARRIVAL:
                 self._arrive(item, t)
+            else:
+                self._fault(item, t)
         self._sample_until(until)
 
     def _arrive(self, arrival: Arrival, t: int) -> None:
@@ -209,14 +236,19 @@ class Engine:
         self.arrivals += 1
         server = self.servers[arrival.broker]
         arrival.queue_len = len(server.queue)
-        if server.busy_until is None and not server.queue:
+        if server.crashed:
+            if arrival.sender is None and arrival.message.kind != "pub":
+                server.held.append(arrival)  # the client waits for its broker
+            else:
+                self._record_message(arrival, None, None, 0, dropped=True, cause=CRASHED)
+        elif server.busy_until is None and not server.queue:
             self._serve(arrival, server, t)
         elif len(server.queue) < self.settings.capacity:
             server.queue.append(arrival)
         elif self.settings.overflow == "block":
             heapq.heappush(server.blocked, (arrival.key, arrival))
         else:
-            self._record_message(arrival, None, None, 0, dropped=True)
+            self._record_message(arrival, None, None, 0, dropped=True, cause=MAILBOX_FULL)
 
     def _serve(self, arrival: Arrival | None, server: Server, t: int) -> None:
         """Serve ``arrival``, and the messages waiting behind it while services take no time.
@@ -227,7 +259,7 @@ class Engine:
         while arrival is not None:
             end = self._start(arrival, server, t)
             if end > t:
-                heapq.heappush(self.heap, ((end, COMPLETION, server.index, 0, 0), server))
+                heapq.heappush(self.heap, ((end, COMPLETION, server.index, server.generation, 0), server))
                 return
             arrival = self._end_service(server, t)
 
@@ -245,6 +277,8 @@ class Engine:
             service = self.costs.service_us(message.kind.removesuffix("_batch"), broker.work, len(message.items))
         else:
             service = self.costs.service_us(message.kind, broker.work)
+        if self.faults:
+            service = round(service * self.faults.slow_factor(server.name, t))
         end = t + service
         server.busy_until, server.busy_since = end, t
         self._record_message(arrival, t, end, len(context.sends), dropped=False)
@@ -289,9 +323,27 @@ class Engine:
             server.uplink_free = max(t, server.uplink_free) + uplink
             server.uplink_sent += 1
             t = server.uplink_free
-        key = (t + latency, ARRIVAL, index, server.index, server.send_seq)
+        seq = server.send_seq
         server.send_seq += 1
-        self._route(Arrival(key, destination, server.name, message), host)
+        arrive = t + latency
+        if self.faults:
+            arrive, cause = self._faulty_link(server, destination, message, t, arrive, seq)
+            if cause is not None:
+                arrival = Arrival((arrive, ARRIVAL, index, server.index, seq), destination, server.name, message)
+                self._record_message(arrival, None, None, 0, dropped=True, cause=cause)
+                return
+        self._route(Arrival((arrive, ARRIVAL, index, server.index, seq), destination, server.name, message), host)
+
+    def _faulty_link(self, server: Server, destination: str, message: Message, t: int, arrive: int, seq: int):
+        """(arrival time, drop cause or None) of a message sent at ``t`` under the faults: a
+        delayed link adds its delay but keeps its order (no message overtakes another)."""
+        faults = self.faults
+        cause = faults.drop_cause(server.name, destination, t, seq)
+        if cause is None and faults.delays(server.name, destination):
+            arrive = max(arrive + faults.extra_delay(server.name, destination, t, seq),
+                         server.last_arrival.get(destination, 0))
+            server.last_arrival[destination] = arrive
+        return arrive, cause
 
     def _route(self, arrival: Arrival, host: int) -> None:
         if host == self.host:
@@ -341,12 +393,12 @@ class Engine:
 
     # ------------------------------------------------------------------ observation
 
-    def _record_message(self, arrival: Arrival, start, end, sent: int, dropped: bool) -> None:
+    def _record_message(self, arrival: Arrival, start, end, sent: int, dropped: bool, cause: str | None = None) -> None:
         if self.writer:
             m = arrival.message
             self.writer.append(
                 "messages", arrival.broker, arrival.sender, m.kind, m.id, arrival.key[0], start, end,
-                arrival.queue_len, sent, dropped, m.cause, len(m.items) if m.kind.endswith("_batch") else None,
+                arrival.queue_len, sent, dropped, cause, len(m.items) if m.kind.endswith("_batch") else None, m.cause,
             )
 
     def _record_event(self, t: int, broker: str, kind: str, detail: dict) -> None:
@@ -376,6 +428,8 @@ class Engine:
                     *(extras.get(column) for column in PROTOCOL_SAMPLE_COLUMNS), utilisation,
                 )
             server.busy_sampled = busy
+            if server.crashed:
+                continue
             context = _Context(t, queue_len, utilisation or 0.0, engine=self, server=server)
             broker.tick(context)
             for kind, detail in context.events:
@@ -383,6 +437,66 @@ class Engine:
             for destination, message in context.sends:
                 self._send(server, destination, message, t)
             self._move_clients(server, context.client_moves, t)
+
+    # ------------------------------------------------------------------ faults
+
+    def _fault(self, transition: Transition, t: int) -> None:
+        server = self.servers[transition.broker]
+        fault = transition.fault
+        if transition.action == "record":
+            started = t == fault.start
+            self._record_event(t, server.name, "fault_started" if started else "fault_ended", fault.describe())
+        elif transition.action == "crash":
+            self._record_event(t, server.name, "fault_started", fault.describe())
+            self._crash(server)
+        elif transition.action == "restart":
+            self._record_event(t, server.name, "fault_ended", fault.describe())
+            self._restart(server, t)
+        elif not server.crashed and self.faults.link_up(server.name, transition.peer, t):
+            self._effects(server, t, lambda ctx: server.broker.link_restored(transition.peer, ctx))
+
+    def _crash(self, server: Server) -> None:
+        """The broker loses its state, its queue and the message in service."""
+        lost = list(server.queue) + [a for _, a in sorted(server.blocked)]
+        server.queue.clear()
+        server.blocked.clear()
+        for arrival in lost:
+            self._record_message(arrival, None, None, 0, dropped=True, cause=CRASHED)
+        if server.busy_until is not None:
+            server.busy_done += server.busy_until - server.busy_since  # it was busy until then
+        server.busy_until, server.in_service = None, None
+        server.generation += 1
+        broker = server.broker
+        server.reissue = [route.msg for table in (broker.advs, broker.subs) for route in table.values()
+                          if route.last_hop is None]
+        server.broker = self.brokers[server.name] = self.fresh_broker(server.name)
+        server.crashed = True
+
+    def _restart(self, server: Server, t: int) -> None:
+        """The broker is back, empty: it resynchronises its links (so its neighbours drop
+        what they held from it), then its clients re-issue their advertisements and
+        subscriptions, then the operations they issued meanwhile."""
+        server.crashed = False
+        up = [n for n in server.broker.neighbors if self.faults.link_up(server.name, n, t)]
+        self._effects(server, t, lambda ctx: [server.broker.link_restored(n, ctx) for n in up])
+        index = server.index
+        reissue, server.reissue = server.reissue, []
+        for i, message in enumerate(reissue):
+            key = (t, ARRIVAL, index, -1, i - len(reissue))  # before any operation of the trace
+            heapq.heappush(self.heap, (key, Arrival(key, server.name, None, message)))
+        held, server.held = server.held, []
+        for arrival in held:
+            key = (t, ARRIVAL, index, -1, arrival.key[4])
+            heapq.heappush(self.heap, (key, Arrival(key, server.name, None, arrival.message)))
+
+    def _effects(self, server: Server, t: int, act) -> None:
+        """Run ``act(ctx)`` on the broker outside any message's service (its sends leave at ``t``)."""
+        context = _Context(t, len(server.queue), engine=self, server=server)
+        act(context)
+        for kind, detail in context.events:
+            self._record_event(t, server.name, kind, detail)
+        for destination, message in context.sends:
+            self._send(server, destination, message, t)
 
     def finish(self, end: int) -> None:
         """Close the run at ``end``: the last samples, and rows for messages still waiting."""

@@ -13,6 +13,7 @@ import pickle
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from protocols.stack import make_broker
@@ -20,6 +21,7 @@ from workloads.trace import Injection
 
 from .costs import CostModel
 from .engine import Engine, Settings
+from .faults import FaultSchedule
 from .results import TableWriter
 
 
@@ -37,6 +39,7 @@ class HostSpec:
     settings: Settings
     protocol: dict
     injections: list[Injection]
+    faults: FaultSchedule | None = None
 
 
 @dataclass
@@ -63,13 +66,20 @@ def window_end(statuses: list[Status], lookahead: int) -> float:
     return min(s.next_output for s in statuses) + lookahead
 
 
+def _fresh_broker(neighbors: dict[str, list[str]], protocol: dict, overlay: dict[str, list[str]], name: str):
+    """A new, empty broker ``name`` (at the start, and when a crashed one restarts)."""
+    return make_broker(name, neighbors[name], protocol, overlay)
+
+
 class BrokerHost:
     def __init__(self, spec: HostSpec) -> None:
         self.spec = spec
-        brokers = {name: make_broker(name, neighbors, spec.protocol, spec.overlay) for name, neighbors in spec.neighbors.items()}
+        fresh_broker = partial(_fresh_broker, spec.neighbors, spec.protocol, spec.overlay)
+        brokers = {name: fresh_broker(name) for name in spec.neighbors}
         self.writer = TableWriter(Path(spec.run_dir), spec.host)
         costs = CostModel(**spec.costs)
-        self.engine = Engine(brokers, spec.index_of, spec.host_of, spec.host, spec.latency, costs, spec.settings, self.writer)
+        self.engine = Engine(brokers, spec.index_of, spec.host_of, spec.host, spec.latency, costs, spec.settings,
+                             self.writer, spec.faults, fresh_broker)
         for injection in spec.injections:
             self.engine.inject(injection.t_us, injection.broker, injection.seq, injection.message)
         spec.injections = []

@@ -20,6 +20,8 @@ SCHEMAS = {
         ("t_arrive_us", pa.int64()), ("t_start_us", pa.int64()), ("t_end_us", pa.int64()),
         ("queue_len", pa.int32()), ("sent", pa.int32()), ("dropped", pa.bool_()), ("cause", pa.string()),
         ("batch_size", pa.int32()),
+        # the protocol message that set this one off (an unsubscription releasing covered ones)
+        ("triggered_by", pa.string()),
     ]),
     "deliveries": pa.schema([
         ("pub_id", pa.string()), ("sub_id", pa.string()), ("client", pa.string()), ("broker", pa.string()),

@@ -80,7 +80,7 @@ def with_derived(t: dict, bucket_us: int) -> dict:
     is scanned twice instead of once per metric:
     ``publishers`` (run, pub_id, publisher_broker): where each publication entered the overlay;
     ``message_counts``: per run, broker, kind, origin (``from_client``) and time bucket of
-    arrival, the messages arrived, processed, dropped, triggered (``cause`` set) and their
+    arrival, the messages arrived, processed, dropped, triggered (``triggered_by`` set) and their
     items (a batch counts its content), the longest queue found and the first arrival."""
     m = t["messages"]
     publishers = (m.where((m.kind == "pub") & m.sender.isNull())
@@ -91,7 +91,7 @@ def with_derived(t: dict, bucket_us: int) -> dict:
         F.count(F.lit(1)).alias("arrived"),
         F.count("t_end_us").alias("processed"),
         F.sum(F.col("dropped").cast("int")).alias("dropped"),
-        F.sum(F.when(m.cause.isNotNull(), items).otherwise(0)).alias("triggered"),
+        F.sum(F.when(m.triggered_by.isNotNull(), items).otherwise(0)).alias("triggered"),
         F.sum(items).alias("items"),
         F.max("queue_len").alias("max_queue"),
         F.min("t_arrive_us").alias("first_us"),
@@ -138,7 +138,7 @@ def links_over_time(t: dict) -> DataFrame:
 
 
 def messages_by_broker(t: dict) -> DataFrame:
-    """Per broker and kind: arrived, processed, dropped, triggered (``cause`` set) and items
+    """Per broker and kind: arrived, processed, dropped, triggered (``triggered_by`` set) and items
     (a batch counts its content)."""
     columns = ("arrived", "processed", "dropped", "triggered", "items")
     return t["message_counts"].groupBy("run", "broker", "kind").agg(*[F.sum(c).alias(c) for c in columns])

@@ -80,12 +80,13 @@ def _chunk(rng, tree, names, start: int, n: int):
     kind = ["pub"] * copies + list(rng.choice(["sub", "unsub", "sub_batch"], subs))
     t_arrive = np.array(t_arrive, dtype=np.int64)
     service = rng.integers(100, 5000, n)
-    cause = [None] * copies + [f"S{x}" if x % 3 == 0 else None for x in range(subs)]
+    triggered_by = [None] * copies + [f"S{x}" if x % 3 == 0 else None for x in range(subs)]
     messages = pa.table({
         "broker": broker, "sender": sender, "kind": kind, "msg_id": msg, "t_arrive_us": t_arrive,
         "t_start_us": t_arrive, "t_end_us": t_arrive + service, "queue_len": rng.poisson(3, n).astype(np.int32),
-        "sent": rng.integers(0, 3, n, dtype=np.int32), "dropped": np.zeros(n, bool), "cause": cause,
+        "sent": rng.integers(0, 3, n, dtype=np.int32), "dropped": np.zeros(n, bool), "cause": [None] * n,
         "batch_size": [None] * copies + [5 if k == "sub_batch" else None for k in kind[copies:]],
+        "triggered_by": triggered_by,
     }, schema=SCHEMAS["messages"])
     delivered = rng.random(copies) < 0.3
     d_idx = np.flatnonzero(delivered)

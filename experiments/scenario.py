@@ -17,6 +17,7 @@ import topologies
 from actors.coordinator import RunSpec
 from actors.costs import load_profile
 from actors.engine import Settings
+from actors.faults import FaultSchedule, parse_faults
 from protocols.errors import InputError
 from protocols.pruning import PruningSettings
 from protocols.multitree import MultitreeSettings
@@ -41,6 +42,7 @@ SCHEMA = {
         "sample_interval": "duration",
     },
     "output": {"dir": str},
+    "faults": object,
 }
 DEFAULTS = {
     "seed": 0,
@@ -51,13 +53,15 @@ DEFAULTS = {
     "runtime": {"hosts": "auto", "cpus_per_host": 0, "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
                 "sample_interval": "1s"},
     "output": {"dir": "runs"},
+    "faults": None,
 }
 _UNITS = {"us": 1, "ms": 1_000, "s": 1_000_000, "min": 60_000_000, "h": 3_600_000_000}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|ms|s|min|h)\s*$")
 
 
-def parse_duration(value, where: str) -> int:
-    """Seconds as a number, or a string with a unit (500us, 1ms, 2s, 10min, 3h) -> microseconds."""
+def parse_duration(value, where: str, zero: bool = False) -> int:
+    """Seconds as a number, or a string with a unit (500us, 1ms, 2s, 10min, 3h) -> microseconds
+    (positive, or with ``zero`` non-negative: a point in time)."""
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a duration such as 2s or 500ms, got {value!r}")
     if isinstance(value, (int, float)):
@@ -67,8 +71,9 @@ def parse_duration(value, where: str) -> int:
         if not match:
             raise InputError(f"{where}: expected a duration such as 2s, 500ms or 10min, got {value!r}")
         micros = round(float(match.group(1)) * _UNITS[match.group(2)])
-    if micros <= 0:
-        raise InputError(f"{where}: a duration must be positive, got {value!r}")
+    if micros < 0 or (micros == 0 and not zero):
+        raise InputError(f"{where}: a {'time' if zero else 'duration'} must be "
+                         f"{'non-negative' if zero else 'positive'}, got {value!r}")
     return micros
 
 
@@ -280,6 +285,23 @@ def _check_multitree(protocol: dict, graph, path: Path) -> None:
         raise InputError(f"{path}: protocol.multitree.{exc}") from None
 
 
+def _faults(scenario: dict, graph, path: Path) -> FaultSchedule | None:
+    """The scenario's ``faults`` as the schedule every host holds (needs the overlay)."""
+    if scenario["faults"] is None:
+        return None
+    if scenario["protocol"]["multitree"] is not None:
+        raise InputError(f"{path}: faults: not supported with protocol.multitree (its trees are not resynchronised "
+                         "after a fault)")
+    overlay = topologies.neighbours(graph)
+    try:
+        faults = parse_faults(scenario["faults"], overlay,
+                              lambda value, name: parse_duration(value, f"{path}: {name}", zero=True),
+                              lambda value, name: parse_duration(value, f"{path}: {name}"))
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return FaultSchedule(faults, scenario["seed"], overlay)
+
+
 def _exactly_one(section: dict, keys: tuple[str, str], name: str, path: Path) -> None:
     present = [k for k in keys if section.get(k) is not None]
     if len(present) != 1:
@@ -371,6 +393,7 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     graph, default_latency = build_topology(scenario, base, path)
     _check_soft_links(scenario["protocol"], graph, path)
     _check_multitree(scenario["protocol"], graph, path)
+    faults = _faults(scenario, graph, path)
     injections = build_workload(scenario, graph, base, path)
     runtime = scenario["runtime"]
     costs = load_profile(runtime["costs"], base, f"{path}: runtime.costs")
@@ -387,5 +410,5 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
         name=scenario["name"], seed=scenario["seed"], graph=graph, injections=injections,
         protocol={**scenario["protocol"], "seed": scenario["seed"]}, hosts=runtime["hosts"],
         cpus_per_host=runtime["cpus_per_host"], settings=settings, costs=costs,
-        duration_us=duration_us, scenario=scenario,
+        duration_us=duration_us, scenario=scenario, faults=faults,
     )

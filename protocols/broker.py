@@ -35,6 +35,16 @@ Hooks protocols override (and extend with ``super()``):
                                      (a run until idle goes on to the next tick)
   ``protocol_samples()``             a protocol's extra sample columns (results SCHEMAS)
   ``sender_direction(sender)``       the neighbour a publication from ``sender`` came through
+  ``link_restored(hop, ctx)``        the link to ``hop`` is back after a fault (it was down or
+                                     lossy, or a broker restarted): resynchronise it
+  ``resend_subscriptions(hop, ctx)`` send again what is routed toward ``hop`` (protocols
+                                     first reset their per-neighbour output state)
+
+Recovery (after emulated faults): ``link_restored`` sends the neighbour every advertisement
+it would have flooded there and, through ``resend_subscriptions``, every subscription routed
+there, then a ``link_sync`` naming them all; the neighbour ignores what it already holds and
+withdraws what it holds from this broker that the sync does not name (unsubscriptions lost
+while the link was down, or everything, when this broker restarted empty).
 """
 from __future__ import annotations
 
@@ -261,7 +271,64 @@ class Broker:
             if route.last_hop is None and route.msg.client == client:
                 self.on_unadv(Message("unadv", key[0], key[1], client=client), None, ctx)
 
+    # ------------------------------------------------------------------ recovery
+
+    def link_restored(self, hop: str, ctx: Context) -> None:
+        for route in self.advs.values():
+            if route.last_hop != hop:
+                ctx.send(hop, route.msg)
+        recorder = _SentSubscriptions(ctx, hop)
+        self.resend_subscriptions(hop, recorder)
+        ctx.send(hop, Message("link_sync", self.name, headers=(
+            ("advs", tuple(key for key, route in self.advs.items() if route.last_hop != hop)),
+            ("subs", tuple(recorder.keys)),
+        )))
+
+    def resend_subscriptions(self, hop: str, ctx: Context) -> None:
+        for route in self.routed_toward(hop):
+            self.send_subscription(route, hop, ctx)
+
+    def routed_toward(self, hop: str) -> list[Route]:
+        """The subscriptions routed toward neighbour ``hop``, in slot order."""
+        subs = self.subs
+        return [subs[key] for key in self.prt.routed_keys(self.hop_index[hop])]
+
+    def on_link_sync(self, msg: Message, sender: str | None, ctx: Context) -> None:
+        """Withdraw what this broker holds from ``sender`` that the sync does not name."""
+        advs, subs = set(msg.header("advs")), set(msg.header("subs"))
+        for key, route in list(self.subs.items()):
+            if route.last_hop == sender and key not in subs:
+                self.on_unsub(Message("unsub", key[0], key[1], client=route.msg.client), sender, ctx)
+        for key, route in list(self.advs.items()):
+            if route.last_hop == sender and key not in advs:
+                self.on_unadv(Message("unadv", key[0], key[1], client=route.msg.client), sender, ctx)
+
     def on_attach(self, msg: Message, sender: str | None, ctx: Context) -> None:
         """The client ``msg.id`` arrives and re-issues its advertisements and subscriptions."""
         for item in msg.items:
             self.handle(item, None, ctx)
+
+
+class _SentSubscriptions:
+    """A context that passes everything on and keeps, in order, the keys of the subscriptions
+    that end up sent to ``hop`` (sent, and not withdrawn again)."""
+
+    def __init__(self, ctx: Context, hop: str) -> None:
+        self.ctx, self.hop = ctx, hop
+        self.sent: dict[Key, None] = {}
+
+    @property
+    def keys(self) -> list[Key]:
+        return list(self.sent)
+
+    def send(self, destination: str, message: Message) -> None:
+        if destination == self.hop:
+            for item in message.items if message.kind.endswith("_batch") else (message,):
+                if item.kind == "sub":
+                    self.sent[item.key] = None
+                elif item.kind == "unsub":
+                    self.sent.pop(item.key, None)
+        self.ctx.send(destination, message)
+
+    def __getattr__(self, name: str):
+        return getattr(self.ctx, name)

@@ -67,6 +67,15 @@ class LazyCovering:
         self.covering_sent[self.covering_scope(route, hop)].add(route.msg.key, route.msg.filter)
         ctx.send(hop, route.msg if cause is None else replace(route.msg, cause=cause))
 
+    def resend_subscriptions(self, hop: str, ctx) -> None:
+        """After a fault: forget what was sent toward ``hop`` and decide again, most general
+        first (as a release does)."""
+        for scope in [s for s in self.covering_sent if s == hop or (isinstance(s, tuple) and s[0] == hop)]:
+            self.covering_sent[scope] = FilterIndex(self.work)
+            self.covering_withheld[scope] = FilterIndex(self.work)
+        for route in sorted(self.routed_toward(hop), key=lambda r: (_generality(r.msg.filter), r.msg.key)):
+            self.send_subscription(route, hop, ctx)
+
     def send_unsubscription(self, route: Route, hop: str, ctx, headers: tuple = ()) -> None:
         key, scope = route.msg.key, self.covering_scope(route, hop)
         if key in self.covering_withheld[scope]:
@@ -81,7 +90,7 @@ class LazyCovering:
         scope = self.covering_scope(removed, hop)
         withheld, sent = self.covering_withheld[scope], self.covering_sent[scope]
         candidates = withheld.covered_by(removed.msg.filter)
-        candidates.sort(key=lambda k: (min(len(d.predicates) for d in withheld.filter(k).disjuncts), k))
+        candidates.sort(key=lambda k: (_generality(withheld.filter(k)), k))
         for key in candidates:
             if key in withheld and not sent.covering(withheld.filter(key)):
                 withheld.remove(key)
@@ -102,6 +111,11 @@ class ActiveCovering(LazyCovering):
         self.covering_sent[scope].remove(key)
         self.covering_withheld[scope].add(key, route.msg.filter)
         ctx.send(hop, route.msg.unsubscription(cause=cause))
+
+
+def _generality(f) -> int:
+    """Fewer predicates first: the most general subscriptions go out before those they cover."""
+    return min(len(d.predicates) for d in f.disjuncts)
 
 
 class PackingCovering(ActiveCovering):

@@ -255,6 +255,11 @@ class Pruning(ActiveCovering):
             self.pruning_preserved[hop][key] = route.msg
             ctx.event("subscription_preserved", sub_id=route.msg.id, hop=hop, held_back=triggered)
 
+    def resend_subscriptions(self, hop: str, ctx) -> None:
+        """After a fault the neighbour keeps only what is sent again: nothing stays preserved."""
+        self.pruning_preserved[hop] = {}
+        super().resend_subscriptions(hop, ctx)
+
     def _incremental_forwards(self, triggered: int, mine: list[tuple]) -> bool:
         """Incremental: by lg M, always remove, or use pruneDis1 (many) or pruneDis2."""
         lg = math.log10(triggered) if triggered else -math.inf

@@ -35,7 +35,8 @@ def _hand_made_run(path):
         "broker": [c[0] for c in copies], "sender": [c[1] for c in copies], "kind": ["pub"] * n,
         "msg_id": [c[2] for c in copies], "t_arrive_us": [1_000_000 * i for i in range(n)],
         "t_start_us": [1_000_000 * i for i in range(n)], "t_end_us": [1_000_000 * i + 10 for i in range(n)],
-        "queue_len": [0] * n, "sent": [0] * n, "dropped": [False] * n, "cause": [None] * n, "batch_size": [None] * n})
+        "queue_len": [0] * n, "sent": [0] * n, "dropped": [False] * n, "cause": [None] * n, "batch_size": [None] * n,
+        "triggered_by": [None] * n})
     write_table(path / "deliveries" / "part-00000-0000-000001.parquet", "deliveries", {
         "pub_id": ["M1", "M2"], "sub_id": ["S1", "S2"], "client": ["c1", "c2"], "broker": ["C", "A"],
         "t_pub_us": [0, 4_000_000], "t_deliver_us": [2_000_010, 6_000_010], "hops": [2, 2]})
@@ -48,9 +49,10 @@ def _hand_made_run(path):
 
 
 def _drop_protocol_columns(run_dir):
-    """Rewrite a run's messages as a run from before covering added ``cause``/``batch_size``."""
+    """Rewrite a run's messages as a run from before protocols added ``cause``, ``batch_size``
+    and ``triggered_by``."""
     for part in (run_dir / "messages").glob("*.parquet"):
-        pq.write_table(pq.read_table(part).drop_columns(["cause", "batch_size"]), part)
+        pq.write_table(pq.read_table(part).drop_columns(["cause", "batch_size", "triggered_by"]), part)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +107,7 @@ def test_summary_matches_the_run_tables(analysed):
         assert row.mean_s == pytest.approx(delay.mean())
         assert row.max_s == pytest.approx(delay.max())
         assert row.messages_processed == m.t_end_us.notna().sum()
-        causes = m.cause if "cause" in m else pd.Series([None] * len(m))
+        causes = m.triggered_by if "triggered_by" in m else pd.Series([None] * len(m))
         assert row.triggered_subs == (m.kind.isin(["sub", "sub_batch"]) & causes.notna()).sum()
         assert row.peak_queue == m.queue_len.max()
     assert summary.loc["unsub_burst_small_active"].triggered_subs > 0

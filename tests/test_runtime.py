@@ -195,7 +195,7 @@ def test_packed_burst_is_one_row_charged_per_item(write_scenario, tmp_path):
     assert main(["run", str(write_scenario(scenario, {"ops.jsonl": trace})), "--out", str(out)]) == 0
     messages = read_table(out, "messages").to_pandas()
     batches = messages[messages.kind == "sub_batch"]
-    assert len(batches) == 3 and (batches.batch_size == 10).all() and (batches.cause == "ROOT").all()
+    assert len(batches) == 3 and (batches.batch_size == 10).all() and (batches.triggered_by == "ROOT").all()
     per_subscription = load_profile("padres").base["sub"]
     assert ((batches.t_end_us - batches.t_start_us) >= 10 * per_subscription).all()
     assert messages[messages.kind == "pub"].batch_size.isna().all()

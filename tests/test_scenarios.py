@@ -35,7 +35,7 @@ def test_covering_changes_what_travels_never_who_receives(burst_runs):
 
 
 def test_unsubscribing_roots_triggers_subscriptions_only_with_covering(burst_runs):
-    triggered = {mode: run["messages"].query("kind == 'sub' and cause.notna()").shape[0]
+    triggered = {mode: run["messages"].query("kind == 'sub' and triggered_by.notna()").shape[0]
                  for mode, run in burst_runs.items()}
     assert triggered["none"] == 0
     assert triggered["lazy"] > 100 and triggered["active"] > 100
@@ -65,7 +65,7 @@ def test_pruning_keeps_the_burst_from_the_publishers_side(burst_runs, variant):
     def core_e(mode):  # the core broker next to the publishers
         m = _after_burst(burst_runs[mode])
         m = m[m.broker == "core-E"]
-        return m.queue_len.max(), ((m.kind == "sub") & m.cause.notna()).sum()
+        return m.queue_len.max(), ((m.kind == "sub") & m.triggered_by.notna()).sum()
 
     queue_active, triggered_active = core_e("active")
     queue_pruned, triggered_pruned = core_e(variant)
@@ -96,7 +96,7 @@ def test_mobile_monitors_pruning_triggers_fewer_subscriptions(tmp_path):
     # may reach it or not depending on how long the brokers' queues made it travel
     differ = pairs["selective"] ^ pairs["active"]
     assert all(sub.startswith("MON") for _, sub in differ) and len(differ) <= 0.001 * len(pairs["active"])
-    triggered = {mode: ((run["messages"].kind == "sub") & run["messages"].cause.notna()).sum()
+    triggered = {mode: ((run["messages"].kind == "sub") & run["messages"].triggered_by.notna()).sum()
                  for mode, run in runs.items()}
     assert triggered["selective"] < triggered["active"] / 2
     assert runs["selective"]["samples"].preserved.max() > 0
