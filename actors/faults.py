@@ -295,7 +295,7 @@ def _check_no_contradictions(faults: tuple[Fault, ...]) -> None:
     two crashes of a broker at once, or two delays of a link, contradict each other."""
     by_target: dict[tuple, list[Fault]] = {}
     for f in faults:
-        target = f.broker or f.link or ("partition",)
+        target = (f.broker,) if f.broker else f.link or ("partition",)
         by_target.setdefault((f.kind, target), []).append(f)
     for (kind, target), group in by_target.items():
         group.sort(key=lambda f: f.start)
