@@ -25,6 +25,7 @@ import networkx as nx
 import topologies
 
 from protocols.stack import broker_class
+from workloads.oracle import expected_subscribers
 from workloads.trace import Injection
 
 from .costs import CostModel
@@ -78,6 +79,8 @@ def run(spec: RunSpec, run_dir: Path, address: str | None = None, progress: bool
         manifest["hosts"] = hosts
         placement = partition(spec.graph, max(hosts, 1))
         _write_static_tables(run_dir, spec.graph, placement)
+        if spec.faults is not None:
+            _write_expected(run_dir, spec)
         transport = _transport(spec, run_dir, hosts, placement, address)
         try:
             manifest["host_nodes"] = transport.nodes()
@@ -143,6 +146,15 @@ def _write_static_tables(run_dir: Path, graph: nx.Graph, placement: dict[str, in
         "a": [a for a, _ in edges], "b": [b for _, b in edges],
         "latency_us": [graph.edges[a, b]["latency_us"] for a, b in edges],
     })
+
+
+def _write_expected(run_dir: Path, spec: RunSpec) -> None:
+    """What the delivery oracle expects of each publication (the analysis counts the
+    deliveries faults cost against it)."""
+    found = expected_subscribers(spec.injections, spec.protocol.get("check_conformance", True))
+    write_table(run_dir / "expected" / "part-0.parquet", "expected", {
+        "pub_id": [p for p, _, _ in found], "t_pub_us": [t for _, t, _ in found],
+        "subscribers": [n for _, _, n in found]})
 
 
 def host_specs(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, int]) -> list[HostSpec]:

@@ -39,6 +39,8 @@ SCHEMAS = {
     ]),
     "events": pa.schema([("t_us", pa.int64()), ("broker", pa.string()), ("kind", pa.string()), ("detail", pa.string())]),
     "brokers": pa.schema([("broker", pa.string()), ("role", pa.string()), ("host", pa.int32())]),
+    # runs with faults: per publication, the subscriptions the delivery oracle says it matches
+    "expected": pa.schema([("pub_id", pa.string()), ("t_pub_us", pa.int64()), ("subscribers", pa.int32())]),
     "links": pa.schema([("a", pa.string()), ("b", pa.string()), ("latency_us", pa.int64())]),
 }
 PROTOCOL_SAMPLE_COLUMNS = ("preserved", "window_entries", "window_bytes", "soft_links")

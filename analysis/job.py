@@ -84,6 +84,7 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
     moves = metrics.migrations(tables).cache()
     moved = metrics.relocation(tables, by_broker, load, moves).cache()
     trees = metrics.multitree(tables, runs).cache()
+    pubs = metrics.completeness(tables).cache()
     computed = {
         "delay_over_time": metrics.delay_over_time(tables, bucket_us),
         "delay_distribution": metrics.delay_distribution(tables),
@@ -102,6 +103,9 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
         "throughput": metrics.throughput(tables, bucket_us),
         "forwarding": per_broker,
         "forwarding_by_role": by_role,
+        "drops": metrics.drops(tables),
+        "faults": metrics.faults(tables, pubs),
+        "completeness_over_time": metrics.completeness_over_time(pubs, bucket_us),
         "summary": metrics.summary(tables, runs, by_broker, peaks, by_role, moved, trees),
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -147,6 +151,8 @@ def _figures(c: dict, core: list[str], labels: list[str], out: Path) -> dict[str
         "Throughput and traffic": plots.throughput(c["throughput"], labels, out / "throughput.png"),
         "False positives and pure forwarders": plots.forwarding(
             c["forwarding_by_role"], labels, out / "forwarding.png"),
+        "Faults: deliveries made and messages dropped": plots.faults(
+            c["completeness_over_time"], c["faults"], c["drops"], labels, out / "faults.png"),
     }
     return {title: path for title, path in drawn.items() if path is not None}
 

@@ -409,3 +409,68 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
     for part in (counts, publications, d, peaks, final, overall, moved, trees):
         frame = frame.join(part, "run", "left")
     return frame.fillna(0, ["deliveries", "publications", "messages_processed", "triggered_subs", "dropped"])
+
+
+# ---------------------------------------------------------------------- faults
+
+
+def drops(t: dict) -> DataFrame:
+    """Per run, cause (mailbox full, link down, crashed broker, loss) and message kind: the
+    messages dropped."""
+    m = t["messages"]
+    return m.where(m.dropped).groupBy("run", "cause", "kind").agg(F.count(F.lit(1)).alias("dropped"))
+
+
+def completeness(t: dict) -> DataFrame:
+    """Per publication the oracle expects anything of (runs with faults): its subscribers,
+    those delivered, those missing, and when its last delivery happened."""
+    delivered = t["deliveries"].groupBy("run", "pub_id").agg(
+        F.countDistinct("sub_id").alias("delivered"), F.max("t_deliver_us").alias("last_delivery_us"))
+    return (t["expected"].where(F.col("subscribers") > 0).join(delivered, ["run", "pub_id"], "left")
+            .fillna(0, ["delivered"])
+            .withColumn("missing", F.greatest(F.col("subscribers") - F.col("delivered"), F.lit(0))))
+
+
+def completeness_over_time(pubs: DataFrame, bucket_us: int) -> DataFrame:
+    """Per run and bucket of publication time: the share of the oracle's deliveries made
+    (``pubs``: the result of ``completeness``)."""
+    return pubs.groupBy("run", _bucket("t_pub_us", bucket_us)).agg(
+        F.sum("subscribers").alias("expected"), F.sum("missing").alias("missing"),
+    ).withColumn("delivered_fraction", 1 - F.col("missing") / F.col("expected"))
+
+
+def faults(t: dict, pubs: DataFrame) -> DataFrame:
+    """Per run and fault: kind, what it hit, start and end (s; end null: to the end of the
+    run), the distinct publications dropped while it lasted, the deliveries lost (the
+    oracle's subscribers not reached, over the publications from its start until it
+    recovered) and ``recovery_s``: from its end until the last delivery of the first
+    publication after it that reached every subscriber the oracle expects (null: none did).
+    Faults that overlap share their losses. ``pubs``: the result of ``completeness``."""
+    e = t["events"]
+    field = lambda name: F.get_json_object("detail", f"$.{name}")  # noqa: E731
+    target = F.coalesce(field("broker"), F.concat_ws(" - ", field("a"), field("b")), F.lit("partition"))
+    target = F.when(field("kind") == "partition", F.lit("partition")).otherwise(target)
+    started = e.where(e.kind == "fault_started").select(
+        "run", field("fault").cast("int").alias("fault"), field("kind").alias("kind"), target.alias("target"),
+        F.col("t_us").alias("start_us"))
+    ended = e.where(e.kind == "fault_ended").select("run", field("fault").cast("int").alias("fault"),
+                                                    F.col("t_us").alias("end_us"))
+    spans = started.join(ended, ["run", "fault"], "left")
+    after = (spans.join(pubs.where(F.col("missing") == 0), "run")
+             .where(F.col("t_pub_us") >= F.col("end_us"))
+             .groupBy("run", "fault").agg(F.min_by("last_delivery_us", "t_pub_us").alias("recovered_us")))
+    spans = spans.join(after, ["run", "fault"], "left")
+    until = F.coalesce(F.col("recovered_us"), F.lit(2 ** 62))
+    lost = (spans.join(pubs, "run").where((F.col("t_pub_us") >= F.col("start_us")) & (F.col("t_pub_us") < until))
+            .groupBy("run", "fault").agg(F.sum("missing").alias("deliveries_lost")))
+    m = t["messages"]
+    dropped = (spans.join(m.where(m.dropped & (m.kind == "pub")).select("run", "msg_id", "t_arrive_us"), "run")
+               .where((F.col("t_arrive_us") >= F.col("start_us"))
+                      & (F.col("t_arrive_us") < F.coalesce(F.col("end_us"), F.lit(2 ** 62))))
+               .groupBy("run", "fault").agg(F.countDistinct("msg_id").alias("publications_dropped")))
+    return (spans.join(lost, ["run", "fault"], "left").join(dropped, ["run", "fault"], "left")
+            .fillna(0, ["deliveries_lost", "publications_dropped"])
+            .select("run", "fault", "kind", "target", (F.col("start_us") / US).alias("start_s"),
+                    (F.col("end_us") / US).alias("end_s"), "publications_dropped", "deliveries_lost",
+                    ((F.col("recovered_us") - F.col("end_us")) / US).alias("recovery_s"))
+            .orderBy("run", "fault"))

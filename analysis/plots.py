@@ -325,3 +325,27 @@ def multitree(rows, labels, path: Path):
         axes[1].set_xticks(range(len(present)), present, rotation=30, ha="right", fontsize="small")
         axes[1].set(title="Trees of the last plan", ylabel="trees (cluster 0 included)")
     return _save(fig, path)
+
+
+def faults(completeness, faults_rows, drop_rows, labels, path: Path):
+    """Runs with faults: the share of the oracle's deliveries made over time, fault windows
+    shaded, and the messages dropped by cause (drawn when some run had faults)."""
+    if not completeness:
+        return None
+    colours = _colours(labels)
+    fig, axes = plt.subplots(2, 1, figsize=(10, 7), gridspec_kw={"height_ratios": [3, 2]})
+    _lines(axes[0], labels, _series(completeness, "t_s", "delivered_fraction"), colours)
+    for row in faults_rows:
+        end = row["end_s"] if row["end_s"] is not None else axes[0].get_xlim()[1]
+        axes[0].axvspan(row["start_s"], end, color=colours.get(row["run"], "grey"), alpha=0.12)
+    axes[0].set(title="Deliveries made of those the oracle expects (faults shaded)", xlabel="publication time (s)",
+                ylabel="delivered fraction", ylim=(0, 1.05))
+    axes[0].legend(fontsize="small")
+    causes = sorted({r["cause"] for r in drop_rows if r["cause"]})
+    totals = defaultdict(int)
+    for r in drop_rows:
+        totals[(r["run"], r["cause"])] += r["dropped"]
+    if causes:
+        _grouped_bars(axes[1], causes, labels, lambda label, cause: totals[(label, cause)], colours)
+    axes[1].set(title="Messages dropped by cause", ylabel="messages")
+    return _save(fig, path)

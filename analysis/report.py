@@ -41,6 +41,12 @@ ROLE_COLUMNS = [
     ("false_positives", "false positives", "{:,}"), ("false_positive_fraction", "fraction", "{:.2%}"),
     ("pure_forward", "pure forwarding", "{:,}"), ("pure_forward_fraction", "fraction", "{:.2%}"),
 ]
+FAULT_COLUMNS = [
+    ("run", "run", "{}"), ("fault", "fault", "{}"), ("kind", "kind", "{}"), ("target", "on", "{}"),
+    ("start_s", "start (s)", "{:g}"), ("end_s", "end (s)", "{:g}"),
+    ("publications_dropped", "publications dropped", "{:,}"), ("deliveries_lost", "deliveries lost", "{:,}"),
+    ("recovery_s", "recovered after (s)", "{:.3f}"),
+]
 
 
 def _cell(value, fmt: str) -> str:
@@ -75,6 +81,12 @@ def write_report(out: Path, runs, collected: dict, figures: dict[str, Path], buc
         "## Summary", "", markdown_table(summary, SUMMARY_COLUMNS), "",
         "## Forwarding by broker role", "", markdown_table(roles, ROLE_COLUMNS), "",
     ]
+    if collected["faults"]:
+        faults = sorted(collected["faults"], key=lambda r: (order[r["run"]], r["fault"]))
+        sections += ["## Faults", "", "Deliveries lost count the oracle's subscribers not reached by the "
+                     "publications from a fault's start until it recovered; recovered after: from its end "
+                     "until the last delivery of the first publication after it that reached every subscriber.",
+                     "", markdown_table(faults, FAULT_COLUMNS), ""]
     for title, path in figures.items():
         sections += [f"## {title}", "", f"![{title}]({path.name})", ""]
     (out / "report.md").write_text("\n".join(sections))

@@ -21,6 +21,7 @@ TABLES = {
     "events": "t_us bigint, broker string, kind string, detail string",
     "brokers": "broker string, role string, host int",
     "links": "a string, b string, latency_us bigint",
+    "expected": "pub_id string, t_pub_us bigint, subscribers int",
 }
 # Nullable columns protocols add; a run without them reads them as null.
 PROTOCOL_COLUMNS = {

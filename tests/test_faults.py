@@ -54,7 +54,7 @@ def run(write_scenario, tmp_path, scenario: dict, name: str, *sets: str) -> dict
     out = tmp_path / name
     args = [arg for value in sets for arg in ("--set", value)]
     assert main(["run", str(write_scenario(scenario, name=f"{name}.yaml")), "--out", str(out), *args]) == 0
-    return {t: read_table(out, t).to_pandas() for t in ("deliveries", "messages", "samples", "events")}
+    return {t: read_table(out, t).to_pandas() for t in ("deliveries", "messages", "samples", "events", "expected")}
 
 
 def pairs(deliveries, publications=None) -> set:
@@ -112,6 +112,8 @@ def test_accounting_balances_and_drops_name_their_cause(write_scenario, tmp_path
     started = sorted(json.loads(d)["fault"] for d in events[events.kind == "fault_started"].detail)
     ended = sorted(json.loads(d)["fault"] for d in events[events.kind == "fault_ended"].detail)
     assert started == ended == list(range(6))
+    expected = tables["expected"]
+    assert expected.subscribers.sum() == len(expected_deliveries(workload())) > 1000
 
 
 def test_a_crash_loses_state_and_publications_but_clients_keep_their_subscriptions(write_scenario, tmp_path):

@@ -1,0 +1,36 @@
+"""The delivery oracle over a compiled workload: how many subscribers each publication should
+reach if every operation took effect the moment it was issued (what the analysis compares
+deliveries with, to count the deliveries faults cost). A publication that conforms to none of
+its publisher's active advertisements reaches nobody when brokers check conformance."""
+from __future__ import annotations
+
+from protocols.index import FilterIndex
+from protocols.language import conforms
+
+from .trace import Injection
+
+
+def expected_subscribers(injections: list[Injection], check_conformance: bool = True) -> list[tuple[str, int, int]]:
+    """(publication id, time published in us, subscriptions it matches) per publication, in
+    the order of ``injections`` (time, then trace sequence)."""
+    subscriptions = FilterIndex()
+    advertisements: dict[str, dict[str, object]] = {}  # client -> advertisement id -> filter
+    found = []
+    for injection in sorted(injections, key=lambda i: (i.t_us, i.seq)):
+        message = injection.message
+        kind = message.kind
+        if kind == "sub":
+            subscriptions.add(message.id, message.filter)
+        elif kind == "unsub":
+            subscriptions.remove(message.id)
+        elif kind == "adv":
+            advertisements.setdefault(message.client, {})[message.id] = message.filter
+        elif kind == "unadv":
+            del advertisements[message.client][message.id]
+        elif kind == "pub":
+            publication = message.publication
+            admitted = not check_conformance or any(
+                conforms(publication, f) for f in advertisements.get(message.client, {}).values())
+            count = len(subscriptions.matching(publication)) if admitted else 0
+            found.append((message.id, injection.t_us, count))
+    return found
