@@ -233,14 +233,14 @@ class Engine:
             if held is not None:
                 held.append(arrival)
                 return
-        self.arrivals += 1
         server = self.servers[arrival.broker]
+        if server.crashed and arrival.sender is None and arrival.message.kind != "pub":
+            server.held.append(arrival)  # the client waits for its broker; it arrives at the restart
+            return
+        self.arrivals += 1
         arrival.queue_len = len(server.queue)
         if server.crashed:
-            if arrival.sender is None and arrival.message.kind != "pub":
-                server.held.append(arrival)  # the client waits for its broker
-            else:
-                self._record_message(arrival, None, None, 0, dropped=True, cause=CRASHED)
+            self._record_message(arrival, None, None, 0, dropped=True, cause=CRASHED)
         elif server.busy_until is None and not server.queue:
             self._serve(arrival, server, t)
         elif len(server.queue) < self.settings.capacity:
