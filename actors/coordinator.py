@@ -36,6 +36,14 @@ from .partition import partition
 from .results import write_manifest, write_table
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_stop_requests: list[str] = []  # why the driver was asked to stop (a signal); checked every chunk
+
+
+def request_stop(reason: str) -> None:
+    """Make the run in progress stop at its next chunk, failing with ``reason``. A signal
+    handler calls it before raising: an exception raised while the interpreter runs a
+    destructor is reported and dropped, and the run would go on."""
+    _stop_requests.append(reason)
 
 
 @dataclass
@@ -304,6 +312,8 @@ def _drive(spec: RunSpec, transport, lookahead: int, started: float, progress: b
     bar = _progress_bar(spec, progress)
     statuses = transport.status()
     while True:
+        if _stop_requests:
+            raise SystemExit(_stop_requests[0])
         start = next_window_start(statuses)
         if start >= end:
             break

@@ -94,6 +94,14 @@ def _run_directory(args, spec) -> Path:
     return candidate
 
 
+def _stop_run(number: int, frame) -> None:
+    from actors.coordinator import request_stop
+
+    reason = f"run stopped by {signal.Signals(number).name}"
+    request_stop(reason)
+    sys.exit(reason)
+
+
 def _run(args) -> int:
     from actors.coordinator import run
     from experiments.scenario import resolve
@@ -101,7 +109,7 @@ def _run(args) -> int:
     spec = resolve(args.scenario, args.overrides)
     run_dir = _run_directory(args, spec)
     for stop in (signal.SIGTERM, signal.SIGHUP):  # so the manifest records status "failed"
-        signal.signal(stop, lambda number, frame: sys.exit(f"run stopped by {signal.Signals(number).name}"))
+        signal.signal(stop, _stop_run)
     try:
         manifest = run(spec, run_dir, address=args.address)
     except Exception as exc:
