@@ -325,16 +325,16 @@ class Engine:
             t = server.uplink_free
         seq = server.send_seq
         server.send_seq += 1
-        arrive = t + latency
+        arrive, cause = t + latency, None
         if self.faults:
-            arrive, cause = self._faulty_link(server, destination, message, t, arrive, seq)
-            if cause is not None:
-                arrival = Arrival((arrive, ARRIVAL, index, server.index, seq), destination, server.name, message)
-                self._record_message(arrival, None, None, 0, dropped=True, cause=cause)
-                return
-        self._route(Arrival((arrive, ARRIVAL, index, server.index, seq), destination, server.name, message), host)
+            arrive, cause = self._faulty_link(server, destination, t, arrive, seq)
+        arrival = Arrival((arrive, ARRIVAL, index, server.index, seq), destination, server.name, message)
+        if cause is None:
+            self._route(arrival, host)
+        else:
+            self._record_message(arrival, None, None, 0, dropped=True, cause=cause)
 
-    def _faulty_link(self, server: Server, destination: str, message: Message, t: int, arrive: int, seq: int):
+    def _faulty_link(self, server: Server, destination: str, t: int, arrive: int, seq: int):
         """(arrival time, drop cause or None) of a message sent at ``t`` under the faults: a
         delayed link adds its delay but keeps its order (no message overtakes another)."""
         faults = self.faults
@@ -432,11 +432,7 @@ class Engine:
                 continue
             context = _Context(t, queue_len, utilisation or 0.0, engine=self, server=server)
             broker.tick(context)
-            for kind, detail in context.events:
-                self._record_event(t, name, kind, detail)
-            for destination, message in context.sends:
-                self._send(server, destination, message, t)
-            self._move_clients(server, context.client_moves, t)
+            self._apply(server, context, t)
 
     # ------------------------------------------------------------------ faults
 
@@ -453,7 +449,9 @@ class Engine:
             self._record_event(t, server.name, "fault_ended", fault.describe())
             self._restart(server, t)
         elif not server.crashed and self.faults.link_up(server.name, transition.peer, t):
-            self._effects(server, t, lambda ctx: server.broker.link_restored(transition.peer, ctx))
+            context = _Context(t, len(server.queue), engine=self, server=server)
+            server.broker.link_restored(transition.peer, context)
+            self._apply(server, context, t)
 
     def _crash(self, server: Server) -> None:
         """The broker loses its state, its queue and the message in service."""
@@ -477,8 +475,11 @@ class Engine:
         what they held from it), then its clients re-issue their advertisements and
         subscriptions, then the operations they issued meanwhile."""
         server.crashed = False
-        up = [n for n in server.broker.neighbors if self.faults.link_up(server.name, n, t)]
-        self._effects(server, t, lambda ctx: [server.broker.link_restored(n, ctx) for n in up])
+        context = _Context(t, len(server.queue), engine=self, server=server)
+        for neighbour in server.broker.neighbors:
+            if self.faults.link_up(server.name, neighbour, t):
+                server.broker.link_restored(neighbour, context)
+        self._apply(server, context, t)
         index = server.index
         reissue, server.reissue = server.reissue, []
         for i, message in enumerate(reissue):
@@ -489,14 +490,14 @@ class Engine:
             key = (t, ARRIVAL, index, -1, arrival.key[4])
             heapq.heappush(self.heap, (key, Arrival(key, server.name, None, arrival.message)))
 
-    def _effects(self, server: Server, t: int, act) -> None:
-        """Run ``act(ctx)`` on the broker outside any message's service (its sends leave at ``t``)."""
-        context = _Context(t, len(server.queue), engine=self, server=server)
-        act(context)
+    def _apply(self, server: Server, context: _Context, t: int) -> None:
+        """What a broker did outside any message's service (a tick, a resynchronisation):
+        its events, its sends (leaving at ``t``) and its clients' moves."""
         for kind, detail in context.events:
             self._record_event(t, server.name, kind, detail)
         for destination, message in context.sends:
             self._send(server, destination, message, t)
+        self._move_clients(server, context.client_moves, t)
 
     def finish(self, end: int) -> None:
         """Close the run at ``end``: the last samples, and rows for messages still waiting."""

@@ -274,15 +274,13 @@ class Broker:
     # ------------------------------------------------------------------ recovery
 
     def link_restored(self, hop: str, ctx: Context) -> None:
-        for route in self.advs.values():
-            if route.last_hop != hop:
-                ctx.send(hop, route.msg)
+        flooded = [route.msg for route in self.advs.values() if route.last_hop != hop]
+        for msg in flooded:
+            ctx.send(hop, msg)
         recorder = _SentSubscriptions(ctx, hop)
         self.resend_subscriptions(hop, recorder)
         ctx.send(hop, Message("link_sync", self.name, headers=(
-            ("advs", tuple(key for key, route in self.advs.items() if route.last_hop != hop)),
-            ("subs", tuple(recorder.keys)),
-        )))
+            ("advs", tuple(msg.key for msg in flooded)), ("subs", tuple(recorder.keys)))))
 
     def resend_subscriptions(self, hop: str, ctx: Context) -> None:
         for route in self.routed_toward(hop):

@@ -791,10 +791,7 @@ class FilterIndex:
     def covered_by(self, f: Filter) -> list[Key]:
         """Keys of the entries that ``f`` covers (every unsatisfiable entry among them): those
         whose every disjunct one of ``f``'s covers."""
-        covered = None
-        for disjunct in f.disjuncts:
-            slots = self._covered_by_conjunction(disjunct)
-            covered = slots if covered is None else np.union1d(covered, slots)
+        covered = self._union(self._covered_by_conjunction(d) for d in f.disjuncts)
         if not self._parts:
             return self.keys_of(covered)
         entries, parts = np.unique(self._owner[covered], return_counts=True)

@@ -4,12 +4,13 @@ Filters (advertisements and subscriptions) are conjunctions of predicates
 ``[attr,op,value]``, or disjunctions of such conjunctions joined by ``||``; publications
 are attribute/value lists ``[attr,value]``, both in PADRES's syntax so existing PADRES
 workloads run unchanged. ``matches``, ``covers``, ``conforms`` and ``intersects`` are the
-oracle that the vectorised index (protocols/index.py) is held to. Deliberate differences from PADRES: several predicates may constrain one
-attribute (ranges), strict bounds are exact (PADRES rounds ``x>v`` to ``x>=v+1``), and
-``isPresent`` is typed by its value (numeric or string), as PADRES types it.
+oracle that the vectorised index (protocols/index.py) is held to. Deliberate differences
+from PADRES: several predicates may constrain one attribute (ranges), strict bounds are
+exact (PADRES rounds ``x>v`` to ``x>=v+1``), and ``isPresent`` is typed by its value
+(numeric or string), as PADRES types it.
 
-Every conjunction also has a normal form, one ``Constraint`` per attribute: an interval (numeric,
-or lexicographic for strings; a prefix is the interval ``[p, succ(p))``) plus residual
+Every conjunction also has a normal form, one ``Constraint`` per attribute: an interval
+(numeric, or lexicographic for strings; a prefix is the interval ``[p, succ(p))``) plus residual
 conditions that are not intervals (excluded values, postfixes, substrings). ``covers`` and
 ``intersects`` are decided on that normal form: exactly for intervals and exclusions, and
 safely (``covers`` False, ``intersects`` True) where residual string conditions make the
@@ -102,12 +103,11 @@ def _format_value(value: Value) -> str:
 # ---------------------------------------------------------------------------- parsing
 
 
-def _split_terms(text: str, what: str, offset: int = 0) -> list[tuple[int, str]]:
-    """Split ``[a,b],[c,d]`` into (position, inner text) pairs, honouring quotes; positions
-    count from 1 and are shifted by ``offset`` (where ``text`` starts in a longer text)."""
+def _split_terms(text: str, what: str, start: int = 0, end: int | None = None) -> list[tuple[int, str]]:
+    """Split ``[a,b],[c,d]`` (``text[start:end]``) into (position in ``text``, counted from 1,
+    inner text) pairs, honouring quotes."""
     terms: list[tuple[int, str]] = []
-    i, n = offset, offset + len(text)
-    text = " " * offset + text
+    i, n = start, len(text) if end is None else end
     while True:
         while i < n and text[i] in " \t\r\n":
             i += 1
@@ -175,35 +175,35 @@ def _check_attr(attr: str) -> None:
 def parse_filter(text: str) -> Filter:
     """Parse an advertisement or subscription ``[attr,op,value],...``, or a disjunction of
     them joined by ``||``."""
-    parts = _split_disjuncts(text)
-    if len(parts) == 1:
-        return _parse_conjunction(text, 0, "filter")
+    spans = _split_disjuncts(text)
+    if len(spans) == 1:
+        return _parse_conjunction(text, "filter")
     return Filter((), tuple(
-        _parse_conjunction(part, offset, f"filter disjunct {number}")
-        for number, (offset, part) in enumerate(parts, start=1)
+        _parse_conjunction(text, f"filter disjunct {number}", start, end)
+        for number, (start, end) in enumerate(spans, start=1)
     ))
 
 
-def _split_disjuncts(text: str) -> list[tuple[int, str]]:
-    """Split ``F1 || F2`` at every ``||`` outside quotes: (offset, text) per disjunct."""
-    parts, start, quoted, i = [], 0, False, 0
+def _split_disjuncts(text: str) -> list[tuple[int, int]]:
+    """Split ``F1 || F2`` at every ``||`` outside quotes: (start, end) of each disjunct."""
+    spans, start, quoted, i = [], 0, False, 0
     while i < len(text):
         if text[i] == "'":
             quoted = not quoted
         elif not quoted and text.startswith("||", i):
-            parts.append((start, text[start:i]))
+            spans.append((start, i))
             start = i = i + 2
             continue
         i += 1
-    parts.append((start, text[start:]))
-    return parts
+    spans.append((start, len(text)))
+    return spans
 
 
-def _parse_conjunction(text: str, offset: int, what: str) -> Filter:
-    """Parse ``[attr,op,value],...``, found at ``offset`` of the whole filter text (positions
-    in errors are the whole text's)."""
+def _parse_conjunction(text: str, what: str, start: int = 0, end: int | None = None) -> Filter:
+    """Parse the ``[attr,op,value],...`` at ``text[start:end]`` (positions in errors are
+    those in ``text``)."""
     predicates = []
-    for number, (position, inner) in enumerate(_split_terms(text, what, offset), start=1):
+    for number, (position, inner) in enumerate(_split_terms(text, what, start, end), start=1):
         where = f"{what} predicate {number} [{inner}] at position {position}"
         try:
             parts = _split_fields(inner)
