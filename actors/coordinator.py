@@ -11,12 +11,14 @@ their batches directly between windows, without the coordinator.
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -24,10 +26,12 @@ import networkx as nx
 
 import topologies
 
+from protocols.errors import InputError
 from protocols.stack import broker_class
 from workloads.oracle import expected_subscribers
 from workloads.trace import Injection
 
+from .checkpoints import Checkpoints, HostLost
 from .costs import CostModel
 from .engine import Settings
 from .faults import FaultSchedule
@@ -60,6 +64,8 @@ class RunSpec:
     scenario: dict  # the resolved scenario, for the manifest
     cpus_per_host: float = 0  # > 0: each host reserves this many CPUs in a placement group
     faults: FaultSchedule | None = None
+    checkpoint_every_us: int | None = None  # virtual time between checkpoints (None: none)
+    max_recoveries: int = 3  # host losses a run survives (each restores the latest checkpoint)
 
 
 def versions() -> dict[str, str]:
@@ -81,33 +87,80 @@ def run(spec: RunSpec, run_dir: Path, address: str | None = None, progress: bool
         "brokers": spec.graph.number_of_nodes(), "versions": versions(),
     }
     write_manifest(run_dir, manifest)
-    started = time.perf_counter()
-    try:
+    with _recording(run_dir, manifest) as clock:
         hosts = _host_count(spec, address)
         manifest["hosts"] = hosts
         placement = partition(spec.graph, max(hosts, 1))
         _write_static_tables(run_dir, spec.graph, placement)
         if spec.faults is not None:
             _write_expected(run_dir, spec)
-        transport = _transport(spec, run_dir, hosts, placement, address)
-        try:
-            manifest["host_nodes"] = transport.nodes()
-            end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), started, progress)
-        finally:
-            transport.close()
-        arrivals = sum(s.arrivals for s in statuses)
-        manifest.update(status="complete", sim_end_us=end_us, events=arrivals, windows=statuses[0].windows,
-                        host_busy_s=[round(s.busy_s, 3) for s in statuses],
-                        host_waiting_s=[round(s.waiting_s, 3) for s in statuses])
+        checkpoints = Checkpoints(run_dir, spec.checkpoint_every_us, max(hosts, 1), spec.max_recoveries)
+        if spec.checkpoint_every_us:
+            checkpoints.save_setup(spec, hosts, placement)
+        _simulate(spec, run_dir, hosts, placement, checkpoints, manifest, address, progress, clock)
+    return manifest
+
+
+def resume(run_dir: Path, address: str | None = None, progress: bool | None = None) -> dict:
+    """Continue an interrupted run (its driver died, or it failed) from its latest checkpoint."""
+    run_dir = Path(run_dir)
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        raise InputError(f"--resume {run_dir}: not a run directory (no readable manifest.json)") from None
+    if manifest.get("status") == "complete":
+        raise InputError(f"--resume {run_dir}: the run is complete; there is nothing to resume")
+    spec, hosts, placement, checkpoints = Checkpoints.of_run(run_dir)
+    for stale in ("error", "traceback", "events_per_s"):
+        manifest.pop(stale, None)
+    manifest.update(status="running", hosts=hosts, resumed=manifest.get("resumed", 0) + 1)
+    write_manifest(run_dir, manifest)
+    earlier_wall_s = checkpoints.latest.wall_s if checkpoints.latest else 0.0
+    with _recording(run_dir, manifest, earlier_wall_s) as clock:
+        _simulate(spec, run_dir, hosts, placement, checkpoints, manifest, address, progress, clock)
+    return manifest
+
+
+@contextmanager
+def _recording(run_dir: Path, manifest: dict, earlier_wall_s: float = 0.0):
+    """Records the run's outcome and wall time in its manifest, whatever happens; yields a
+    clock of the run's wall time so far (``earlier_wall_s``: a resumed run's before)."""
+    started = time.perf_counter()
+
+    def clock() -> float:
+        return earlier_wall_s + time.perf_counter() - started
+
+    try:
+        yield clock
     except BaseException as exc:
         manifest.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         raise
     finally:
-        manifest["wall_s"] = round(time.perf_counter() - started, 3)
+        manifest["wall_s"] = round(clock(), 3)
         if manifest.get("events"):
             manifest["events_per_s"] = round(manifest["events"] / max(manifest["wall_s"], 1e-9), 1)
         write_manifest(run_dir, manifest)
-    return manifest
+
+
+def _simulate(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, int], checkpoints: Checkpoints,
+              manifest: dict, address: str | None, progress: bool | None, clock) -> None:
+    """Start the hosts (from the latest checkpoint, if any), drive them to the end, and record
+    the outcome; a complete run keeps no checkpoints."""
+    specs = host_specs(spec, run_dir, hosts, placement)
+    transport = _transport(specs, hosts, spec.cpus_per_host, address, checkpoints.restore_point())
+    try:
+        manifest["host_nodes"] = transport.nodes()
+        end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), checkpoints, manifest,
+                                  clock, progress)
+        manifest["host_nodes"] = transport.nodes()  # a host restored after a loss may be elsewhere
+    finally:
+        transport.close()
+    manifest.update(status="complete", sim_end_us=end_us, events=sum(s.arrivals for s in statuses),
+                    windows=statuses[0].windows, host_busy_s=[round(s.busy_s, 3) for s in statuses],
+                    host_waiting_s=[round(s.waiting_s, 3) for s in statuses])
+    if checkpoints.latest is not None:
+        manifest["checkpoints"] = checkpoints.latest.epoch
+    checkpoints.remove()
 
 
 def _host_count(spec: RunSpec, address: str | None) -> int:
@@ -191,9 +244,20 @@ def host_specs(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, in
 class _LocalTransport:
     """Hosts as plain objects in this process (``hosts: 0``, and tests)."""
 
-    def __init__(self, specs: list[HostSpec]) -> None:
-        self.hosts = [BrokerHost(s) for s in specs]
+    def __init__(self, specs: list[HostSpec], snapshots: list[str] | None = None) -> None:
+        self.specs = specs
+        self.restore(snapshots)
+
+    def restore(self, snapshots: list[str] | None) -> None:
+        """Hosts from checkpoint ``snapshots`` (one per host), or new ones (None)."""
+        self.hosts = [BrokerHost(s, snapshots[s.host] if snapshots else None) for s in self.specs]
         self.incoming: list[list] = [[] for _ in self.hosts]
+
+    def checkpoint(self, paths: list[str]) -> list[int]:
+        for host, batches in zip(self.hosts, self.incoming):  # nothing stays between hosts
+            host.receive(*batches)
+        self.incoming = [[] for _ in self.hosts]
+        return [host.checkpoint(path) for host, path in zip(self.hosts, paths)]
 
     def status(self) -> list[Status]:
         return [h.status() for h in self.hosts]
@@ -226,25 +290,38 @@ class _RayTransport:
     With ``cpus_per_host`` > 0 every host reserves that many CPUs in a placement group of one
     bundle per host, spread over the nodes (a head started with no CPUs gets none); with 0
     they reserve nothing (a laptop may run more hosts than it has cores) and are spread as
-    Ray sees fit."""
+    Ray sees fit. A host actor that dies (its process killed, its node gone) raises
+    ``HostLost`` from the call that notices; the others may be blocked waiting for its batch,
+    so ``restore`` replaces them all."""
 
     PLACEMENT_TIMEOUT_S = 120
 
-    def __init__(self, specs: list[HostSpec], ray, cpus_per_host: float = 0) -> None:
+    def __init__(self, specs: list[HostSpec], ray, cpus_per_host: float = 0, snapshots: list[str] | None = None) -> None:
         self.ray = ray
-        self.group = None
+        self.specs = specs
+        self.cpus_per_host = cpus_per_host
+        self.group = self._placement_group(len(specs), cpus_per_host) if cpus_per_host else None
+        self.actors: list = []
+        self.restore(snapshots)
+
+    def restore(self, snapshots: list[str] | None) -> None:
+        """New host actors, from checkpoint ``snapshots`` (one per host) or from the start (None)."""
+        self._kill_actors()
+        remote = self.ray.remote(BrokerHost)
         # two threads per host: one runs windows while the other takes peers' deliveries
-        remote = ray.remote(BrokerHost)
-        options = {"num_cpus": cpus_per_host, "max_concurrency": 2}
-        if cpus_per_host:
-            self.group = self._placement_group(len(specs), cpus_per_host)
+        options = {"num_cpus": self.cpus_per_host, "max_concurrency": 2}
+        if self.group is not None:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-            self.actors = [remote.options(**options, scheduling_strategy=PlacementGroupSchedulingStrategy(self.group, i))
-                           .remote(s) for i, s in enumerate(specs)]
+            placements = [PlacementGroupSchedulingStrategy(self.group, i) for i in range(len(self.specs))]
         else:
-            self.actors = [remote.options(**options, scheduling_strategy="SPREAD").remote(s) for s in specs]
-        ray.get([a.connect.remote(self.actors) for a in self.actors])
+            placements = ["SPREAD"] * len(self.specs)
+        self.actors = [
+            remote.options(**options, scheduling_strategy=placements[s.host]).remote(
+                replace(s, injections=[]) if snapshots else s, snapshots[s.host] if snapshots else None)
+            for s in self.specs
+        ]
+        self._gather([a.connect.remote(self.actors) for a in self.actors])
 
     def _placement_group(self, hosts: int, cpus: float):
         from ray.util.placement_group import placement_group, remove_placement_group
@@ -258,25 +335,45 @@ class _RayTransport:
                                "or runtime.cpus_per_host")
         return group
 
-    def nodes(self) -> list[str | None]:
-        return self.ray.get([a.node.remote() for a in self.actors])
+    def _gather(self, calls: list) -> list:
+        """The results of one call per host, failing as soon as any fails: a host blocked
+        waiting for a dead peer's batch would never return."""
+        host_of = {call: host for host, call in enumerate(calls)}
+        waiting = list(calls)
+        while waiting:
+            done, waiting = self.ray.wait(waiting, num_returns=1)
+            try:
+                self.ray.get(done[0])
+            except self.ray.exceptions.RayActorError as exc:
+                raise HostLost(host_of[done[0]], exc) from exc
+        return self.ray.get(calls)
 
-    def close(self) -> None:
+    def _kill_actors(self) -> None:
         for actor in self.actors:
             self.ray.kill(actor)
+        self.actors = []
+
+    def nodes(self) -> list[str | None]:
+        return self._gather([a.node.remote() for a in self.actors])
+
+    def close(self) -> None:
+        self._kill_actors()
         if self.group is not None:
             from ray.util.placement_group import remove_placement_group
 
             remove_placement_group(self.group)
 
+    def checkpoint(self, paths: list[str]) -> list[int]:
+        return self._gather([a.checkpoint.remote(path) for a, path in zip(self.actors, paths)])
+
     def status(self) -> list[Status]:
-        return self.ray.get([a.status.remote() for a in self.actors])
+        return self._gather([a.status.remote() for a in self.actors])
 
     def run_chunk(self, statuses: list[Status], stop: int, lookahead: int) -> list[Status]:
-        return self.ray.get([a.run_chunk.remote(statuses, stop, lookahead) for a in self.actors])
+        return self._gather([a.run_chunk.remote(statuses, stop, lookahead) for a in self.actors])
 
     def finish(self, end: int) -> list[Status]:
-        return self.ray.get([a.finish.remote(end) for a in self.actors])
+        return self._gather([a.finish.remote(end) for a in self.actors])
 
 
 def ray_runtime_env() -> dict:
@@ -296,37 +393,72 @@ def _ray(address: str | None):
     return ray
 
 
-def _transport(spec: RunSpec, run_dir: Path, hosts: int, placement, address):
-    specs = host_specs(spec, run_dir, hosts, placement)
+def _transport(specs: list[HostSpec], hosts: int, cpus_per_host: float, address: str | None,
+               snapshots: list[str] | None):
     if hosts == 0:
-        return _LocalTransport(specs)
-    return _RayTransport(specs, _ray(address), spec.cpus_per_host)
+        return _LocalTransport(specs, snapshots)
+    return _RayTransport(specs, _ray(address), cpus_per_host, snapshots)
 
 
 # ---------------------------------------------------------------------- the window loop
 
 
-def _drive(spec: RunSpec, transport, lookahead: int, started: float, progress: bool | None):
+def _drive(spec: RunSpec, transport, lookahead: int, checkpoints: Checkpoints, manifest: dict, clock,
+           progress: bool | None):
+    """Run the hosts to the end and finish them; a lost host restores every host to the
+    latest checkpoint (or the start) and the run goes on from there."""
     end = spec.duration_us if spec.duration_us is not None else float("inf")
-    chunk = spec.settings.sample_interval
     bar = _progress_bar(spec, progress)
-    statuses = transport.status()
+    lost = None
+    while True:
+        try:
+            if lost is not None:
+                transport.restore(checkpoints.restore_point())
+            statuses = _advance(spec, transport, transport.status(), end, lookahead, checkpoints, clock, bar)
+            final = spec.duration_us if spec.duration_us is not None else max(s.last_event_t for s in statuses)
+            statuses = transport.finish(final)
+            break
+        except HostLost as exc:
+            lost = exc
+            _record_loss(manifest, lost, checkpoints, bar)
+    if bar is not None:
+        _update_bar(bar, final, statuses, clock)
+        bar.close()
+    return final, statuses
+
+
+def _advance(spec: RunSpec, transport, statuses: list[Status], end: float, lookahead: int,
+             checkpoints: Checkpoints, clock, bar) -> list[Status]:
+    """Run chunks of one sampling interval until no event is left before ``end``, taking the
+    checkpoints that fall due on the way."""
     while True:
         if _stop_requests:
             raise SystemExit(_stop_requests[0])
         start = next_window_start(statuses)
         if start >= end:
-            break
-        stop = min(int(start) + chunk, end)
+            return statuses
+        stop = min(int(start) + spec.settings.sample_interval, end)
         statuses = transport.run_chunk(statuses, stop, lookahead)
+        if stop < end and checkpoints.due(stop):
+            checkpoints.take(transport, stop, clock())
         if bar is not None:
-            _update_bar(bar, stop, statuses, started)
-    final = spec.duration_us if spec.duration_us is not None else max(s.last_event_t for s in statuses)
-    statuses = transport.finish(final)
+            _update_bar(bar, stop, statuses, clock)
+
+
+def _record_loss(manifest: dict, lost: HostLost, checkpoints: Checkpoints, bar) -> None:
+    """Note a lost host in the manifest and on the terminal; fail once there were too many."""
+    losses = manifest.setdefault("recoveries", [])
+    if len(losses) >= checkpoints.max_recoveries:
+        raise RuntimeError(f"{lost}; the run already recovered {len(losses)} times (runtime.max_recoveries)") from lost
+    latest = checkpoints.latest
+    restored = f"checkpoint {latest.epoch} at {latest.t_us / 1e6:g} s" if latest else "the start"
+    losses.append({"error": str(lost), "host": lost.host, "epoch": latest.epoch if latest else 0,
+                   "restored_t_us": latest.t_us if latest else 0})
+    line = f"pubsub-emu: {lost}; restoring every host to {restored}"
     if bar is not None:
-        _update_bar(bar, final, statuses, started)
-        bar.close()
-    return final, statuses
+        bar.write(line, file=sys.stderr)
+    else:
+        print(line, file=sys.stderr)
 
 
 def _progress_bar(spec: RunSpec, progress: bool | None):
@@ -343,9 +475,9 @@ def _progress_bar(spec: RunSpec, progress: bool | None):
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total_fmt} s simulated [wall {elapsed}{postfix}]")
 
 
-def _update_bar(bar, until: float, statuses: list[Status], started: float) -> None:
+def _update_bar(bar, until: float, statuses: list[Status], clock) -> None:
     events = sum(s.arrivals for s in statuses)
-    wall = max(time.perf_counter() - started, 1e-9)
+    wall = max(clock(), 1e-9)
     bar.n = min(until / 1e6, bar.total) if bar.total else until / 1e6
     line = f"{events / wall:,.0f} events/s, largest queue {max(s.largest_queue for s in statuses)}"
     if len(statuses) > 1:  # where the time goes: the slowest host works while the others wait

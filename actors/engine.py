@@ -171,6 +171,10 @@ class Engine:
                 key = (transition.t, FAULT, index_of[transition.broker], transition.fault.number, order)
                 heapq.heappush(self.heap, (key, transition))
 
+    def __getstate__(self) -> dict:
+        """A checkpoint holds the engine's state; its result writer belongs to the host."""
+        return self.__dict__ | {"writer": None}
+
     # ------------------------------------------------------------------ inputs
 
     def inject(self, t_us: int, broker: str, seq: int, message: Message) -> None:

@@ -9,10 +9,11 @@ host, so all hosts walk the same windows and the coordinator only sees chunk bou
 """
 from __future__ import annotations
 
+import os
 import pickle
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -72,22 +73,34 @@ def _fresh_broker(neighbors: dict[str, list[str]], protocol: dict, overlay: dict
 
 
 class BrokerHost:
-    def __init__(self, spec: HostSpec) -> None:
-        self.spec = spec
-        fresh_broker = partial(_fresh_broker, spec.neighbors, spec.protocol, spec.overlay)
-        brokers = {name: fresh_broker(name) for name in spec.neighbors}
+    """``snapshot``: a file written by ``checkpoint``; the host continues from it (its own
+    ``spec.injections`` are then not needed). Either way, the host first deletes its result
+    parts from the epoch it starts at on: a restored or restarted host writes nothing twice."""
+
+    def __init__(self, spec: HostSpec, snapshot: str | None = None) -> None:
+        self.spec = replace(spec, injections=[])
         self.writer = TableWriter(Path(spec.run_dir), spec.host)
-        costs = CostModel(**spec.costs)
-        self.engine = Engine(brokers, spec.index_of, spec.host_of, spec.host, spec.latency, costs, spec.settings,
-                             self.writer, spec.faults, fresh_broker)
-        for injection in spec.injections:
-            self.engine.inject(injection.t_us, injection.broker, injection.seq, injection.message)
-        spec.injections = []
         self.peers: list = []
-        self.window_number = 0
-        self.busy_s = self.waiting_s = 0.0  # wall time running windows / waiting for peers (measured only)
         self.inbox: dict[int, dict[int, tuple]] = {}
         self.arrived = threading.Condition()
+        if snapshot is None:
+            epoch, self.window_number = 0, 0
+            self.busy_s = self.waiting_s = 0.0  # wall time running windows / waiting for peers (measured only)
+            self.engine = self._new_engine(spec)
+        else:
+            with open(snapshot, "rb") as file:
+                epoch, self.window_number, self.busy_s, self.waiting_s, self.engine = pickle.load(file)
+            self.engine.writer = self.writer
+        self.writer.discard_after(epoch)
+
+    def _new_engine(self, spec: HostSpec) -> Engine:
+        fresh_broker = partial(_fresh_broker, spec.neighbors, spec.protocol, spec.overlay)
+        brokers = {name: fresh_broker(name) for name in spec.neighbors}
+        engine = Engine(brokers, spec.index_of, spec.host_of, spec.host, spec.latency, CostModel(**spec.costs),
+                        spec.settings, self.writer, spec.faults, fresh_broker)
+        for injection in spec.injections:
+            engine.inject(injection.t_us, injection.broker, injection.seq, injection.message)
+        return engine
 
     def status(self, outbox: dict | None = None) -> Status:
         outbox = outbox or {}
@@ -99,10 +112,14 @@ class BrokerHost:
             self.window_number, self.busy_s, self.waiting_s,
         )
 
-    def run_window(self, until: int, *batches):
-        started = time.perf_counter()
+    def receive(self, *batches) -> None:
+        """Batches other hosts sent to this one."""
         for batch in batches:
             self.engine.receive(batch)
+
+    def run_window(self, until: int, *batches):
+        started = time.perf_counter()
+        self.receive(*batches)
         self.engine.run_until(until)
         outbox = self.engine.take_outbox()
         self.window_number += 1
@@ -153,13 +170,13 @@ class BrokerHost:
         self.writer.flush()
         return self.status()
 
-    def snapshot(self) -> bytes:
-        """The host's state at a window boundary; results so far are committed first."""
+    def checkpoint(self, path: str) -> int:
+        """Commit the results so far, start a new result epoch and write the host's state to
+        ``path`` (at a chunk boundary: nothing is on its way between hosts); returns the epoch."""
         epoch = self.writer.next_epoch()
-        return pickle.dumps((epoch, self.window_number, self.engine.__dict__ | {"writer": None}))
-
-    def restore(self, snapshot: bytes) -> None:
-        epoch, self.window_number, state = pickle.loads(snapshot)
-        self.writer.discard_after(epoch)
-        self.engine.__dict__.update(state)
-        self.engine.writer = self.writer
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as file:
+            pickle.dump((epoch, self.window_number, self.busy_s, self.waiting_s, self.engine), file,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+        return epoch

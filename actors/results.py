@@ -105,8 +105,8 @@ class TableWriter:
     def discard_after(self, epoch: int) -> None:
         """Delete this host's parts from ``epoch`` on (a restore goes back to its start)."""
         for table in STREAMED:
-            for part in (self.run_dir / table).glob(f"part-*-{self.host:04d}-*.parquet"):
-                if int(part.name.split("-")[1]) >= epoch:
+            for part in (self.run_dir / table).glob(f"*part-*-{self.host:04d}-*.parquet*"):
+                if int(part.name.split("-")[1]) >= epoch:  # a dead host's temporary files too
                     part.unlink()
         self.epoch, self.sequence = epoch, 0
         self.rows = {t: [] for t in STREAMED}

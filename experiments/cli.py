@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from protocols.errors import InputError
@@ -18,8 +19,10 @@ from protocols.errors import InputError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pubsub-emu", description="Content-based pub/sub routing emulator on Ray")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run a scenario")
-    run.add_argument("scenario", type=Path)
+    run = commands.add_parser("run", help="run a scenario, or resume an interrupted run")
+    run.add_argument("scenario", type=Path, nargs="?")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                     help="continue an interrupted run from its latest checkpoint (runtime.checkpoint_every)")
     run.add_argument("--out", type=Path, help="the run directory (exactly this path)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a scenario key, e.g. --set runtime.hosts=2")
@@ -103,15 +106,26 @@ def _stop_run(number: int, frame) -> None:
 
 
 def _run(args) -> int:
-    from actors.coordinator import run
+    from actors.coordinator import resume, run
     from experiments.scenario import resolve
 
-    spec = resolve(args.scenario, args.overrides)
-    run_dir = _run_directory(args, spec)
+    if args.resume is not None:
+        if args.scenario is not None or args.out is not None or args.overrides:
+            raise InputError("run --resume RUN_DIR continues that run's own scenario: give no scenario, --out or --set")
+        run_dir = args.resume
+        start = partial(resume, run_dir, address=args.address)
+    elif args.scenario is None:
+        raise InputError("run: name a scenario file, or --resume RUN_DIR")
+    else:
+        spec = resolve(args.scenario, args.overrides)
+        run_dir = _run_directory(args, spec)
+        start = partial(run, spec, run_dir, address=args.address)
     for stop in (signal.SIGTERM, signal.SIGHUP):  # so the manifest records status "failed"
         signal.signal(stop, _stop_run)
     try:
-        manifest = run(spec, run_dir, address=args.address)
+        manifest = start()
+    except InputError:
+        raise
     except Exception as exc:
         print(f"pubsub-emu: run failed: {type(exc).__name__}: {exc}\n{run_dir}", file=sys.stderr)
         return 1

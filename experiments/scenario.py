@@ -40,6 +40,8 @@ SCHEMA = {
         "mailbox": {"capacity": int, "overflow": str},
         "costs": object,
         "sample_interval": "duration",
+        "checkpoint_every": "duration",
+        "max_recoveries": int,
     },
     "output": {"dir": str},
     "faults": object,
@@ -51,7 +53,7 @@ DEFAULTS = {
     "protocol": {"check_conformance": True, **{key: next(iter(choices)) for key, choices in MIXINS.items()},
                  "pruning": None, "soft_links": None, "relocation": None, "multitree": None},
     "runtime": {"hosts": "auto", "cpus_per_host": 0, "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
-                "sample_interval": "1s"},
+                "sample_interval": "1s", "checkpoint_every": None, "max_recoveries": 3},
     "output": {"dir": "runs"},
     "faults": None,
 }
@@ -181,6 +183,8 @@ def validate(raw: dict, path: Path) -> dict:
     cpus = runtime["cpus_per_host"]
     if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus < 0:
         raise InputError(f"{path}: runtime.cpus_per_host: expected a non-negative number of CPUs, got {cpus!r}")
+    if runtime["max_recoveries"] < 0:
+        raise InputError(f"{path}: runtime.max_recoveries: expected a non-negative integer")
     if runtime["mailbox"]["capacity"] < 1:
         raise InputError(f"{path}: runtime.mailbox.capacity: expected at least 1")
     if runtime["mailbox"]["overflow"] not in ("drop", "block"):
@@ -406,9 +410,12 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     )
     duration = scenario["duration"]
     duration_us = None if duration is None else parse_duration(duration, f"{path}: duration")
+    every = runtime["checkpoint_every"]
+    checkpoint_every_us = None if every is None else parse_duration(every, f"{path}: runtime.checkpoint_every")
     return RunSpec(
         name=scenario["name"], seed=scenario["seed"], graph=graph, injections=injections,
         protocol={**scenario["protocol"], "seed": scenario["seed"]}, hosts=runtime["hosts"],
         cpus_per_host=runtime["cpus_per_host"], settings=settings, costs=costs,
-        duration_us=duration_us, scenario=scenario, faults=faults,
+        duration_us=duration_us, scenario=scenario, faults=faults, checkpoint_every_us=checkpoint_every_us,
+        max_recoveries=runtime["max_recoveries"],
     )

@@ -4,6 +4,7 @@ import json
 import pyarrow.compute as pc
 import pytest
 
+from actors.checkpoints import Checkpoints
 from actors.coordinator import _LocalTransport, host_specs, run
 from actors.costs import load_profile
 from actors.partition import partition
@@ -141,18 +142,15 @@ def test_snapshot_restore_gives_identical_remaining_output(write_scenario, tmp_p
     interrupted = hosts_for(resumed)
     for until in range(1_000_000, 6_000_001, 1_000):
         interrupted.run_window(until)
-    snapshots = [h.snapshot() for h in interrupted.hosts]
-    pending = interrupted.incoming
+    snapshots = [str(tmp_path / f"host-{host}.pkl") for host in range(2)]
+    assert interrupted.checkpoint(snapshots) == [1, 1]
     for until in range(6_001_000, 9_000_001, 1_000):  # work that the restore throws away
         interrupted.run_window(until)
-    restored = hosts_for(tmp_path / "restored-scratch")
-    for host, snapshot in zip(restored.hosts, snapshots):
-        host.writer.run_dir = resumed
-        host.restore(snapshot)
-    restored.incoming = pending
+    interrupted.finish(9_000_000)
+    interrupted.restore(snapshots)
     for until in range(6_001_000, 14_000_001, 1_000):
-        restored.run_window(until)
-    restored.finish(14_000_000)
+        interrupted.run_window(until)
+    interrupted.finish(14_000_000)
     for table in ("deliveries", "messages", "samples", "events"):
         assert sorted_rows(resumed, table) == sorted_rows(full, table), table
     assert read_table(full, "deliveries").num_rows > 50
@@ -262,7 +260,8 @@ def test_windows_reach_past_the_smallest_service_time(write_scenario, tmp_path):
         calls = windows[min_service] = []
         run_window = transport.run_window
         transport.run_window = lambda until: calls.append(until) or run_window(until)
-        coordinator._drive(spec, transport, coordinator._lookahead(spec, 2, partition(spec.graph, 2)), 0.0, False)
+        lookahead = coordinator._lookahead(spec, 2, partition(spec.graph, 2))
+        coordinator._drive(spec, transport, lookahead, Checkpoints(run_dir, None, 2, 0), {}, lambda: 0.0, False)
     assert len(windows[None]) < 0.6 * len(windows[0])  # 601 against 1,078 when written
     one_host = tmp_path / "one-host"
     run(spec, one_host, progress=False)
