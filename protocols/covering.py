@@ -56,6 +56,10 @@ class LazyCovering:
         neighbour's (a stack whose copies skip brokers narrows it, see soft links)."""
         return hop
 
+    def covering_scopes_toward(self, hop: str) -> list:
+        """Every scope ``covering_scope`` gave subscriptions sent toward ``hop``."""
+        return [hop]
+
     def send_subscription(self, route: Route, hop: str, ctx, cause: str | None = None) -> None:
         f, scope = route.msg.filter, self.covering_scope(route, hop)
         if self.covering_sent[scope].covering(f):
@@ -70,7 +74,7 @@ class LazyCovering:
     def resend_subscriptions(self, hop: str, ctx) -> None:
         """After a fault: forget what was sent toward ``hop`` and decide again, most general
         first (as a release does)."""
-        for scope in [s for s in self.covering_sent if s == hop or (isinstance(s, tuple) and s[0] == hop)]:
+        for scope in self.covering_scopes_toward(hop):
             self.covering_sent[scope] = FilterIndex(self.work)
             self.covering_withheld[scope] = FilterIndex(self.work)
         for route in sorted(self.routed_toward(hop), key=lambda r: (_generality(r.msg.filter), r.msg.key)):

@@ -253,6 +253,10 @@ class SoftLinks:
             return super().covering_scope(route, hop)
         return hop, self.anchor_sent(route)
 
+    def covering_scopes_toward(self, hop: str) -> list:
+        anchored = [s for s in self.covering_sent if isinstance(s, tuple) and s[0] == hop]
+        return super().covering_scopes_toward(hop) + anchored
+
     # ------------------------------------------------------------------ publications
 
     def sender_direction(self, sender: str | None) -> int:
