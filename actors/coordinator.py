@@ -11,7 +11,6 @@ their batches directly between windows, without the coordinator.
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -31,13 +30,14 @@ from protocols.stack import broker_class
 from workloads.oracle import expected_subscribers
 from workloads.trace import Injection
 
-from .checkpoints import Checkpoints, HostLost
+from .checkpoints import Checkpoint, Checkpoints, HostLost
 from .costs import CostModel
 from .engine import Settings
 from .faults import FaultSchedule
 from .host import BrokerHost, HostSpec, Status, next_window_start, window_end
 from .partition import partition
-from .results import write_manifest, write_table
+from .results import as_run_dir, discard_parts, write_manifest, write_table
+from .storage import RunDir
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _stop_requests: list[str] = []  # why the driver was asked to stop (a signal); checked every chunk
@@ -65,6 +65,7 @@ class RunSpec:
     cpus_per_host: float = 0  # > 0: each host reserves this many CPUs in a placement group
     faults: FaultSchedule | None = None
     checkpoint_every_us: int | None = None  # virtual time between checkpoints (None: none)
+    collect: str = "hosts"  # who writes the hosts' files: "hosts" (shared storage) or "driver"
     max_recoveries: int = 3  # host losses a run survives (each restores the latest checkpoint)
 
 
@@ -78,10 +79,14 @@ def versions() -> dict[str, str]:
     return found
 
 
-def run(spec: RunSpec, run_dir: Path, address: str | None = None, progress: bool | None = None) -> dict:
-    """Run ``spec`` into ``run_dir``; returns the manifest. Raises after recording a failure."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=False)
+def run(spec: RunSpec, run_dir: str | Path | RunDir, address: str | None = None,
+        progress: bool | None = None) -> dict:
+    """Run ``spec`` into ``run_dir`` (a new directory: a path or a URI); returns the manifest.
+    Raises after recording a failure."""
+    run_dir = as_run_dir(run_dir)
+    if run_dir.exists():
+        raise FileExistsError(f"{run_dir}: already exists")
+    run_dir.make()
     manifest = {
         "name": spec.name, "seed": spec.seed, "status": "running", "scenario": spec.scenario,
         "brokers": spec.graph.number_of_nodes(), "versions": versions(),
@@ -101,11 +106,11 @@ def run(spec: RunSpec, run_dir: Path, address: str | None = None, progress: bool
     return manifest
 
 
-def resume(run_dir: Path, address: str | None = None, progress: bool | None = None) -> dict:
+def resume(run_dir: str | Path | RunDir, address: str | None = None, progress: bool | None = None) -> dict:
     """Continue an interrupted run (its driver died, or it failed) from its latest checkpoint."""
-    run_dir = Path(run_dir)
+    run_dir = as_run_dir(run_dir)
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest = run_dir.read_json("manifest.json")
     except (OSError, ValueError):
         raise InputError(f"--resume {run_dir}: not a run directory (no readable manifest.json)") from None
     if manifest.get("status") == "complete":
@@ -122,7 +127,7 @@ def resume(run_dir: Path, address: str | None = None, progress: bool | None = No
 
 
 @contextmanager
-def _recording(run_dir: Path, manifest: dict, earlier_wall_s: float = 0.0):
+def _recording(run_dir: RunDir, manifest: dict, earlier_wall_s: float = 0.0):
     """Records the run's outcome and wall time in its manifest, whatever happens; yields a
     clock of the run's wall time so far (``earlier_wall_s``: a resumed run's before)."""
     started = time.perf_counter()
@@ -142,12 +147,11 @@ def _recording(run_dir: Path, manifest: dict, earlier_wall_s: float = 0.0):
         write_manifest(run_dir, manifest)
 
 
-def _simulate(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, int], checkpoints: Checkpoints,
+def _simulate(spec: RunSpec, run_dir: RunDir, hosts: int, placement: dict[str, int], checkpoints: Checkpoints,
               manifest: dict, address: str | None, progress: bool | None, clock) -> None:
     """Start the hosts (from the latest checkpoint, if any), drive them to the end, and record
     the outcome; a complete run keeps no checkpoints."""
-    specs = host_specs(spec, run_dir, hosts, placement)
-    transport = _transport(specs, hosts, spec.cpus_per_host, address, checkpoints.restore_point())
+    transport = _transport(spec, run_dir, hosts, placement, address, checkpoints.restore_point())
     try:
         manifest["host_nodes"] = transport.nodes()
         end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), checkpoints, manifest,
@@ -197,28 +201,28 @@ def _lookahead(spec: RunSpec, hosts: int, placement: dict[str, int]) -> int:
     return min(latencies)
 
 
-def _write_static_tables(run_dir: Path, graph: nx.Graph, placement: dict[str, int]) -> None:
+def _write_static_tables(run_dir: RunDir, graph: nx.Graph, placement: dict[str, int]) -> None:
     names = sorted(graph)
-    write_table(run_dir / "brokers" / "part-0.parquet", "brokers", {
+    write_table(run_dir, "brokers/part-0.parquet", "brokers", {
         "broker": names, "role": [graph.nodes[n].get("role") for n in names], "host": [placement[n] for n in names],
     })
     edges = sorted(tuple(sorted(e)) for e in graph.edges)
-    write_table(run_dir / "links" / "part-0.parquet", "links", {
+    write_table(run_dir, "links/part-0.parquet", "links", {
         "a": [a for a, _ in edges], "b": [b for _, b in edges],
         "latency_us": [graph.edges[a, b]["latency_us"] for a, b in edges],
     })
 
 
-def _write_expected(run_dir: Path, spec: RunSpec) -> None:
+def _write_expected(run_dir: RunDir, spec: RunSpec) -> None:
     """What the delivery oracle expects of each publication (the analysis counts the
     deliveries faults cost against it)."""
     found = expected_subscribers(spec.injections, spec.protocol.get("check_conformance", True))
-    write_table(run_dir / "expected" / "part-0.parquet", "expected", {
+    write_table(run_dir, "expected/part-0.parquet", "expected", {
         "pub_id": [p for p, _, _ in found], "t_pub_us": [t for _, t, _ in found],
         "subscribers": [n for _, _, n in found]})
 
 
-def host_specs(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, int]) -> list[HostSpec]:
+def host_specs(spec: RunSpec, run_dir, hosts: int, placement: dict[str, int]) -> list[HostSpec]:
     graph = spec.graph
     index_of = {name: i for i, name in enumerate(sorted(graph))}
     latency = {}
@@ -229,7 +233,7 @@ def host_specs(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, in
     for host in range(max(hosts, 1)):
         mine = sorted(n for n in graph if placement[n] == host)
         specs.append(HostSpec(
-            host=host, hosts=max(hosts, 1), run_dir=str(run_dir),
+            host=host, hosts=max(hosts, 1), run_dir=None if run_dir is None else str(run_dir),
             neighbors={n: overlay[n] for n in mine}, overlay=overlay,
             index_of=index_of, host_of=placement, latency=latency, costs=spec.costs.as_dict(),
             settings=spec.settings, protocol=spec.protocol,
@@ -244,13 +248,13 @@ def host_specs(spec: RunSpec, run_dir: Path, hosts: int, placement: dict[str, in
 class _LocalTransport:
     """Hosts as plain objects in this process (``hosts: 0``, and tests)."""
 
-    def __init__(self, specs: list[HostSpec], snapshots: list[str] | None = None) -> None:
+    def __init__(self, specs: list[HostSpec], checkpoint: Checkpoint | None = None) -> None:
         self.specs = specs
-        self.restore(snapshots)
+        self.restore(checkpoint)
 
-    def restore(self, snapshots: list[str] | None) -> None:
-        """Hosts from checkpoint ``snapshots`` (one per host), or new ones (None)."""
-        self.hosts = [BrokerHost(s, snapshots[s.host] if snapshots else None) for s in self.specs]
+    def restore(self, checkpoint: Checkpoint | None) -> None:
+        """Hosts as they were at ``checkpoint``, or new ones (None)."""
+        self.hosts = [BrokerHost(s, checkpoint.snapshots[s.host] if checkpoint else None) for s in self.specs]
         self.incoming: list[list] = [[] for _ in self.hosts]
 
     def checkpoint(self, paths: list[str]) -> list[int]:
@@ -292,21 +296,29 @@ class _RayTransport:
     they reserve nothing (a laptop may run more hosts than it has cores) and are spread as
     Ray sees fit. A host actor that dies (its process killed, its node gone) raises
     ``HostLost`` from the call that notices; the others may be blocked waiting for its batch,
-    so ``restore`` replaces them all."""
+    so ``restore`` replaces them all. With ``collect_into`` (output.collect: driver) hosts
+    write no files: the driver takes them after every call and writes them there."""
 
     PLACEMENT_TIMEOUT_S = 120
 
-    def __init__(self, specs: list[HostSpec], ray, cpus_per_host: float = 0, snapshots: list[str] | None = None) -> None:
+    def __init__(self, specs: list[HostSpec], ray, cpus_per_host: float = 0, checkpoint: Checkpoint | None = None,
+                 collect_into: RunDir | None = None) -> None:
         self.ray = ray
         self.specs = specs
         self.cpus_per_host = cpus_per_host
+        self.collect_into = collect_into
         self.group = self._placement_group(len(specs), cpus_per_host) if cpus_per_host else None
         self.actors: list = []
-        self.restore(snapshots)
+        self.restore(checkpoint)
 
-    def restore(self, snapshots: list[str] | None) -> None:
-        """New host actors, from checkpoint ``snapshots`` (one per host) or from the start (None)."""
+    def restore(self, checkpoint: Checkpoint | None) -> None:
+        """New host actors, as they were at ``checkpoint`` or from the start (None)."""
         self._kill_actors()
+        snapshots = checkpoint.snapshots if checkpoint else None
+        if self.collect_into is not None:  # the hosts can neither read the snapshots nor delete parts
+            for host in range(len(self.specs)):
+                discard_parts(self.collect_into, host, checkpoint.epoch if checkpoint else 0)
+            snapshots = snapshots and [self.collect_into.read_bytes(path) for path in snapshots]
         remote = self.ray.remote(BrokerHost)
         # two threads per host: one runs windows while the other takes peers' deliveries
         options = {"num_cpus": self.cpus_per_host, "max_concurrency": 2}
@@ -363,17 +375,29 @@ class _RayTransport:
 
             remove_placement_group(self.group)
 
+    def _store_files(self) -> None:
+        if self.collect_into is not None:
+            for files in self._gather([a.take_files.remote() for a in self.actors]):
+                for path, data in files:
+                    self.collect_into.write_bytes(path, data)
+
     def checkpoint(self, paths: list[str]) -> list[int]:
-        return self._gather([a.checkpoint.remote(path) for a, path in zip(self.actors, paths)])
+        epochs = self._gather([a.checkpoint.remote(path) for a, path in zip(self.actors, paths)])
+        self._store_files()
+        return epochs
 
     def status(self) -> list[Status]:
         return self._gather([a.status.remote() for a in self.actors])
 
     def run_chunk(self, statuses: list[Status], stop: int, lookahead: int) -> list[Status]:
-        return self._gather([a.run_chunk.remote(statuses, stop, lookahead) for a in self.actors])
+        statuses = self._gather([a.run_chunk.remote(statuses, stop, lookahead) for a in self.actors])
+        self._store_files()
+        return statuses
 
     def finish(self, end: int) -> list[Status]:
-        return self._gather([a.finish.remote(end) for a in self.actors])
+        statuses = self._gather([a.finish.remote(end) for a in self.actors])
+        self._store_files()
+        return statuses
 
 
 def ray_runtime_env() -> dict:
@@ -393,11 +417,14 @@ def _ray(address: str | None):
     return ray
 
 
-def _transport(specs: list[HostSpec], hosts: int, cpus_per_host: float, address: str | None,
-               snapshots: list[str] | None):
+def _transport(spec: RunSpec, run_dir: RunDir, hosts: int, placement: dict[str, int], address: str | None,
+               checkpoint: Checkpoint | None):
+    """The hosts, as objects in this process (``hosts: 0``) or as Ray actors."""
     if hosts == 0:
-        return _LocalTransport(specs, snapshots)
-    return _RayTransport(specs, _ray(address), cpus_per_host, snapshots)
+        return _LocalTransport(host_specs(spec, run_dir, hosts, placement), checkpoint)
+    collect = spec.collect == "driver"
+    specs = host_specs(spec, None if collect else run_dir, hosts, placement)
+    return _RayTransport(specs, _ray(address), spec.cpus_per_host, checkpoint, run_dir if collect else None)
 
 
 # ---------------------------------------------------------------------- the window loop

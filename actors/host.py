@@ -9,13 +9,11 @@ host, so all hosts walk the same windows and the coordinator only sees chunk bou
 """
 from __future__ import annotations
 
-import os
 import pickle
 import threading
 import time
 from dataclasses import dataclass, replace
 from functools import partial
-from pathlib import Path
 
 from protocols.stack import make_broker
 from workloads.trace import Injection
@@ -24,13 +22,14 @@ from .costs import CostModel
 from .engine import Engine, Settings
 from .faults import FaultSchedule
 from .results import TableWriter
+from .storage import Collected
 
 
 @dataclass
 class HostSpec:
     host: int
     hosts: int
-    run_dir: str
+    run_dir: str | None  # None: the driver takes the host's files and writes them (output.collect: driver)
     neighbors: dict[str, list[str]]  # this host's brokers -> their overlay neighbours
     overlay: dict[str, list[str]]  # every broker -> its overlay neighbours
     index_of: dict[str, int]
@@ -73,13 +72,14 @@ def _fresh_broker(neighbors: dict[str, list[str]], protocol: dict, overlay: dict
 
 
 class BrokerHost:
-    """``snapshot``: a file written by ``checkpoint``; the host continues from it (its own
-    ``spec.injections`` are then not needed). Either way, the host first deletes its result
-    parts from the epoch it starts at on: a restored or restarted host writes nothing twice."""
+    """``snapshot``: what ``checkpoint`` wrote (its path in the run directory, or its bytes);
+    the host continues from it (its own ``spec.injections`` are then not needed). Either way,
+    the host first deletes its result parts from the epoch it starts at on: a restored or
+    restarted host writes nothing twice."""
 
-    def __init__(self, spec: HostSpec, snapshot: str | None = None) -> None:
+    def __init__(self, spec: HostSpec, snapshot: str | bytes | None = None) -> None:
         self.spec = replace(spec, injections=[])
-        self.writer = TableWriter(Path(spec.run_dir), spec.host)
+        self.writer = TableWriter(Collected() if spec.run_dir is None else spec.run_dir, spec.host)
         self.peers: list = []
         self.inbox: dict[int, dict[int, tuple]] = {}
         self.arrived = threading.Condition()
@@ -88,8 +88,8 @@ class BrokerHost:
             self.busy_s = self.waiting_s = 0.0  # wall time running windows / waiting for peers (measured only)
             self.engine = self._new_engine(spec)
         else:
-            with open(snapshot, "rb") as file:
-                epoch, self.window_number, self.busy_s, self.waiting_s, self.engine = pickle.load(file)
+            state = pickle.loads(snapshot) if isinstance(snapshot, bytes) else self.writer.run_dir.read_pickle(snapshot)
+            epoch, self.window_number, self.busy_s, self.waiting_s, self.engine = state
             self.engine.writer = self.writer
         self.writer.discard_after(epoch)
 
@@ -165,18 +165,19 @@ class BrokerHost:
             start = next_window_start(statuses)
         return self.status()
 
+    def take_files(self) -> list[tuple[str, bytes]]:
+        """The files written since the last call, for the driver to store (output.collect: driver)."""
+        return self.writer.run_dir.take()
+
     def finish(self, end: int) -> Status:
         self.engine.finish(end)
         self.writer.flush()
         return self.status()
 
-    def checkpoint(self, path: str) -> int:
+    def checkpoint(self, snapshot: str) -> int:
         """Commit the results so far, start a new result epoch and write the host's state to
-        ``path`` (at a chunk boundary: nothing is on its way between hosts); returns the epoch."""
+        ``snapshot`` in the run directory (at a chunk boundary: nothing is on its way between
+        hosts); returns the epoch."""
         epoch = self.writer.next_epoch()
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as file:
-            pickle.dump((epoch, self.window_number, self.busy_s, self.waiting_s, self.engine), file,
-                        protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
+        self.writer.run_dir.write_pickle(snapshot, (epoch, self.window_number, self.busy_s, self.waiting_s, self.engine))
         return epoch

@@ -7,12 +7,9 @@ deletes the host's parts of later epochs, so a restored run rewrites nothing twi
 """
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from .storage import Collected, RunDir
 
 SCHEMAS = {
     "messages": pa.schema([
@@ -55,19 +52,21 @@ KEY_COLUMNS = {
 }
 
 
-def write_table(path: Path, table: str, rows: dict[str, list]) -> None:
-    """Write one complete part file atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name("." + path.name + ".tmp")
-    pq.write_table(pa.table(rows, schema=SCHEMAS[table]), tmp)
-    os.replace(tmp, path)
+def write_table(run_dir, relative: str, table: str, rows: dict[str, list]) -> None:
+    """Write one complete part file ``relative`` of a run directory (a path, URI or RunDir)."""
+    as_run_dir(run_dir).write_parquet(relative, pa.table(rows, schema=SCHEMAS[table]))
+
+
+def as_run_dir(run_dir) -> RunDir | Collected:
+    """A path or URI opened as a RunDir; a RunDir, or a host's Collected files, as it is."""
+    return run_dir if isinstance(run_dir, (RunDir, Collected)) else RunDir(run_dir)
 
 
 class TableWriter:
     """Row buffers of one host, flushed to part files when large and at epoch ends."""
 
-    def __init__(self, run_dir: Path, host: int, flush_rows: int = 200_000) -> None:
-        self.run_dir = Path(run_dir)
+    def __init__(self, run_dir: str | RunDir | Collected, host: int, flush_rows: int = 200_000) -> None:
+        self.run_dir = as_run_dir(run_dir)
         self.host = host
         self.flush_rows = flush_rows
         self.epoch = 0
@@ -88,7 +87,7 @@ class TableWriter:
         name = f"part-{self.epoch:05d}-{self.host:04d}-{self.sequence:06d}.parquet"
         self.sequence += 1
         columns = dict(zip(SCHEMAS[table].names, map(list, zip(*rows))))
-        write_table(self.run_dir / table / name, table, columns)
+        write_table(self.run_dir, f"{table}/{name}", table, columns)
         self.rows[table] = []
 
     def flush(self) -> None:
@@ -104,24 +103,27 @@ class TableWriter:
 
     def discard_after(self, epoch: int) -> None:
         """Delete this host's parts from ``epoch`` on (a restore goes back to its start)."""
-        for table in STREAMED:
-            for part in (self.run_dir / table).glob(f"*part-*-{self.host:04d}-*.parquet*"):
-                if int(part.name.split("-")[1]) >= epoch:  # a dead host's temporary files too
-                    part.unlink()
+        discard_parts(self.run_dir, self.host, epoch)
         self.epoch, self.sequence = epoch, 0
         self.rows = {t: [] for t in STREAMED}
 
 
-def write_manifest(run_dir: Path, manifest: dict) -> None:
-    tmp = Path(run_dir) / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, Path(run_dir) / "manifest.json")
+def discard_parts(run_dir: RunDir | Collected, host: int, epoch: int) -> None:
+    """Delete the parts ``host`` wrote in ``epoch`` and later ones (and a dead host's temporary files)."""
+    for table in STREAMED:
+        for name in run_dir.names(table, f"*part-*-{host:04d}-*.parquet*"):
+            if int(name.split("-")[1]) >= epoch:
+                run_dir.delete(f"{table}/{name}")
 
 
-def read_table(run_dir: Path, table: str) -> pa.Table:
+def write_manifest(run_dir, manifest: dict) -> None:
+    as_run_dir(run_dir).write_json("manifest.json", manifest)
+
+
+def read_table(run_dir, table: str) -> pa.Table:
     """All parts of one table of a run (an empty table with the schema when there are none)."""
-    folder = Path(run_dir) / table
-    parts = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    run_dir = as_run_dir(run_dir)
+    parts = run_dir.names(table, "part-*.parquet")
     if not parts:
         return SCHEMAS[table].empty_table()
-    return pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
+    return pa.concat_tables([run_dir.read_parquet(f"{table}/{p}") for p in parts], promote_options="default")

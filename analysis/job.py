@@ -25,7 +25,7 @@ from analysis.runs import RunError, check_runs, read_tables  # noqa: E402
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="analysis/job.py", description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories or URIs")
     parser.add_argument("--out", type=Path, default=Path("report"), help="report directory (default: report)")
     parser.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the longest run)")
     return parser

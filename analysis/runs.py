@@ -7,9 +7,10 @@ name; a table a run never wrote (no rows) is empty, not missing.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from actors.storage import RunDir
 
 # The contract columns of each table (DESIGN.md section 9) in Spark DDL, for tables without rows.
 TABLES = {
@@ -37,7 +38,7 @@ class RunError(Exception):
 @dataclass(frozen=True)
 class Run:
     label: str  # how plots and tables name the run
-    path: Path
+    path: RunDir  # a local directory or a URI
     manifest: dict
 
     @property
@@ -45,30 +46,38 @@ class Run:
         return int(self.manifest.get("sim_end_us") or 0)
 
 
-def check_runs(paths: list[Path]) -> list[Run]:
-    """The complete runs at ``paths``, labelled by scenario name (plus directory when names repeat)."""
-    manifests = [_manifest(Path(p)) for p in paths]
-    names = [m.get("name") or Path(p).name for p, m in zip(paths, manifests)]
+def check_runs(paths: list[str | Path]) -> list[Run]:
+    """The complete runs at ``paths`` (directories or URIs), labelled by scenario name (plus
+    directory when names repeat)."""
+    run_dirs = [_run_dir(p) for p in paths]
+    manifests = [_manifest(r) for r in run_dirs]
+    names = [m.get("name") or r.name for r, m in zip(run_dirs, manifests)]
     runs = []
-    for path, manifest, name in zip(paths, manifests, names):
-        label = name if names.count(name) == 1 else f"{name} ({Path(path).name})"
-        runs.append(Run(label, Path(path), manifest))
+    for run_dir, manifest, name in zip(run_dirs, manifests, names):
+        label = name if names.count(name) == 1 else f"{name} ({run_dir.name})"
+        runs.append(Run(label, run_dir, manifest))
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
         raise RunError(f"the same run directory is given twice: {', '.join(map(str, paths))}")
     return runs
 
 
-def _manifest(path: Path) -> dict:
-    file = path / "manifest.json"
+def _run_dir(path) -> RunDir:
+    try:
+        return RunDir(path)
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
+
+
+def _manifest(path: RunDir) -> dict:
     if not path.is_dir():
         raise RunError(f"{path}: not a directory")
-    if not file.is_file():
+    if not path.is_file("manifest.json"):
         raise RunError(f"{path}: not a run directory (no manifest.json)")
     try:
-        manifest = json.loads(file.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise RunError(f"{file}: not valid JSON: {exc}") from None
+        manifest = path.read_json("manifest.json")
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{path.path('manifest.json')}: not valid JSON: {exc}") from None
     status = manifest.get("status") if isinstance(manifest, dict) else None
     if status != "complete":
         reason = f" ({manifest['error']})" if isinstance(manifest, dict) and manifest.get("error") else ""
@@ -82,7 +91,7 @@ def read_tables(spark, runs: list[Run]) -> dict:
 
     tables = {}
     for table, ddl in TABLES.items():
-        frames = [_read_table(spark, run.path / table, ddl).withColumn("run", F.lit(run.label)) for run in runs]
+        frames = [_read_table(spark, run.path, table, ddl).withColumn("run", F.lit(run.label)) for run in runs]
         frame = frames[0]
         for other in frames[1:]:
             frame = frame.unionByName(other, allowMissingColumns=True)
@@ -93,7 +102,7 @@ def read_tables(spark, runs: list[Run]) -> dict:
     return tables
 
 
-def _read_table(spark, folder: Path, ddl: str):
-    if folder.is_dir() and any(folder.glob("*.parquet")):
-        return spark.read.option("mergeSchema", "true").parquet(str(folder))
+def _read_table(spark, run_dir: RunDir, table: str, ddl: str):
+    if run_dir.names(table, "*.parquet"):
+        return spark.read.option("mergeSchema", "true").parquet(run_dir.spark_path(table))
     return spark.createDataFrame([], ddl)

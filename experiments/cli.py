@@ -21,9 +21,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a scenario, or resume an interrupted run")
     run.add_argument("scenario", type=Path, nargs="?")
-    run.add_argument("--resume", type=Path, metavar="RUN_DIR",
+    run.add_argument("--resume", metavar="RUN_DIR",
                      help="continue an interrupted run from its latest checkpoint (runtime.checkpoint_every)")
-    run.add_argument("--out", type=Path, help="the run directory (exactly this path)")
+    run.add_argument("--out", help="the run directory (exactly this path, or a URI such as s3://bucket/runs/x)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a scenario key, e.g. --set runtime.hosts=2")
     run.add_argument("--address", help="address of a running Ray cluster (default: start a local one)")
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--max-parallel", type=int, help="points running at once (default: this machine's CPUs)")
     sweep.add_argument("--address", help="address of a running Ray cluster (default: start a local one)")
     analyze = commands.add_parser("analyze", help="turn run directories into metric tables, plots and a report (Spark)")
-    analyze.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run or sweep directories")
+    analyze.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run or sweep directories (or run URIs)")
     analyze.add_argument("--out", type=Path, default=Path("report"), help="report directory (default: report)")
     analyze.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the run)")
     analyze.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
@@ -69,9 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _check_out_free(out: Path) -> None:
-    """``--out`` may be a new path or an empty directory, so nothing is overwritten."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+def _check_out_free(out) -> None:
+    """``--out`` (a path or a URI) may be new or an empty directory, so nothing is overwritten."""
+    from actors.storage import RunDir
+
+    try:
+        found = RunDir(out)
+        free = not found.exists() or (found.is_dir() and not found.names())
+    except (ValueError, OSError) as exc:
+        raise InputError(f"--out {out}: {exc}") from None
+    if not free:
         raise InputError(f"--out {out}: already exists and is not an empty directory")
 
 
@@ -82,18 +89,23 @@ def _max_parallel(args) -> int:
     return args.max_parallel or os.cpu_count() or 1
 
 
-def _run_directory(args, spec) -> Path:
+def _run_directory(args, spec) -> str:
+    """``--out``, or a new directory named after the scenario under ``output.dir``."""
+    from actors.storage import RunDir
+
     if args.out is not None:
         _check_out_free(args.out)
-        if args.out.is_dir():
-            args.out.rmdir()
+        RunDir(args.out).delete("")  # an empty directory: the run makes it again
         return args.out
-    parent = Path(spec.scenario["output"]["dir"])
+    parent = spec.scenario["output"]["dir"].rstrip("/")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    candidate, n = parent / f"{spec.name}-{stamp}", 1
-    while candidate.exists():
-        n += 1
-        candidate = parent / f"{spec.name}-{stamp}-{n}"
+    candidate, n = f"{parent}/{spec.name}-{stamp}", 1
+    try:
+        while RunDir(candidate).exists():
+            n += 1
+            candidate = f"{parent}/{spec.name}-{stamp}-{n}"
+    except (ValueError, OSError) as exc:
+        raise InputError(f"output.dir {parent}: {exc}") from None
     return candidate
 
 

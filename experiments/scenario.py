@@ -43,7 +43,7 @@ SCHEMA = {
         "checkpoint_every": "duration",
         "max_recoveries": int,
     },
-    "output": {"dir": str},
+    "output": {"dir": str, "collect": str},
     "faults": object,
 }
 DEFAULTS = {
@@ -54,7 +54,7 @@ DEFAULTS = {
                  "pruning": None, "soft_links": None, "relocation": None, "multitree": None},
     "runtime": {"hosts": "auto", "cpus_per_host": 0, "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
                 "sample_interval": "1s", "checkpoint_every": None, "max_recoveries": 3},
-    "output": {"dir": "runs"},
+    "output": {"dir": "runs", "collect": "hosts"},
     "faults": None,
 }
 _UNITS = {"us": 1, "ms": 1_000, "s": 1_000_000, "min": 60_000_000, "h": 3_600_000_000}
@@ -183,6 +183,9 @@ def validate(raw: dict, path: Path) -> dict:
     cpus = runtime["cpus_per_host"]
     if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus < 0:
         raise InputError(f"{path}: runtime.cpus_per_host: expected a non-negative number of CPUs, got {cpus!r}")
+    if scenario["output"]["collect"] not in ("hosts", "driver"):
+        raise InputError(f"{path}: output.collect: expected 'hosts' (they write the run directory) or 'driver' "
+                         f"(it writes what they send), got {scenario['output']['collect']!r}")
     if runtime["max_recoveries"] < 0:
         raise InputError(f"{path}: runtime.max_recoveries: expected a non-negative integer")
     if runtime["mailbox"]["capacity"] < 1:
@@ -417,5 +420,5 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
         protocol={**scenario["protocol"], "seed": scenario["seed"]}, hosts=runtime["hosts"],
         cpus_per_host=runtime["cpus_per_host"], settings=settings, costs=costs,
         duration_us=duration_us, scenario=scenario, faults=faults, checkpoint_every_us=checkpoint_every_us,
-        max_recoveries=runtime["max_recoveries"],
+        max_recoveries=runtime["max_recoveries"], collect=scenario["output"]["collect"],
     )

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from actors.storage import is_uri
 from protocols.errors import InputError
 
 SWEEP_FILE = "sweep.json"
@@ -158,8 +159,11 @@ def _write(out: Path, record: dict) -> None:
     os.replace(tmp, out / SWEEP_FILE)
 
 
-def run_dirs(path: Path) -> list[Path]:
-    """A sweep directory's complete points, or ``[path]`` for a run directory."""
+def run_dirs(path) -> list:
+    """A sweep directory's complete points, or ``[path]`` for a run directory (or a run's URI)."""
+    if is_uri(path):
+        return [path]
+    path = Path(path)
     record = path / SWEEP_FILE
     if not record.is_file():
         return [path]

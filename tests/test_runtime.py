@@ -4,7 +4,7 @@ import json
 import pyarrow.compute as pc
 import pytest
 
-from actors.checkpoints import Checkpoints
+from actors.checkpoints import Checkpoint, Checkpoints
 from actors.coordinator import _LocalTransport, host_specs, run
 from actors.costs import load_profile
 from actors.partition import partition
@@ -142,12 +142,12 @@ def test_snapshot_restore_gives_identical_remaining_output(write_scenario, tmp_p
     interrupted = hosts_for(resumed)
     for until in range(1_000_000, 6_000_001, 1_000):
         interrupted.run_window(until)
-    snapshots = [str(tmp_path / f"host-{host}.pkl") for host in range(2)]
+    snapshots = [f"host-{host}.pkl" for host in range(2)]  # in the run directory
     assert interrupted.checkpoint(snapshots) == [1, 1]
     for until in range(6_001_000, 9_000_001, 1_000):  # work that the restore throws away
         interrupted.run_window(until)
     interrupted.finish(9_000_000)
-    interrupted.restore(snapshots)
+    interrupted.restore(Checkpoint(1, 6_000_000, 0.0, snapshots))
     for until in range(6_001_000, 14_000_001, 1_000):
         interrupted.run_window(until)
     interrupted.finish(14_000_000)

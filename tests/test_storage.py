@@ -1,0 +1,72 @@
+"""Run directories on cluster storage: URIs that pyarrow's filesystems open (a local file:// URI
+here), and hosts that write nothing themselves (output.collect: driver)."""
+import json
+
+import pytest
+
+from actors import coordinator
+from actors.results import TableWriter, read_table
+from actors.storage import Collected, RunDir
+from experiments.cli import main
+
+from .test_recovery import kill_host_on_chunk, scenario, tables, uninterrupted  # noqa: F401 (a fixture)
+
+
+def test_a_run_directory_given_as_a_uri_is_written_and_read_through_it(write_scenario, tmp_path, capsys,
+                                                                      uninterrupted):
+    uri = f"file://{tmp_path}/on-storage/run"
+    assert main(["run", str(write_scenario(scenario())), "--out", uri]) == 0
+    assert capsys.readouterr().out.strip() == uri
+    assert tables(uri) == uninterrupted
+    assert RunDir(uri).read_json("manifest.json")["status"] == "complete"
+    assert (tmp_path / "on-storage" / "run" / "deliveries").is_dir()
+    assert main(["run", str(write_scenario(scenario())), "--out", uri]) == 2  # not empty: refused
+    assert "already exists and is not an empty directory" in capsys.readouterr().err
+
+
+def test_output_dir_may_be_a_uri(write_scenario, tmp_path, capsys):
+    path = write_scenario({**scenario(), "duration": "1s"})
+    assert main(["run", str(path), "--set", f"output.dir=file://{tmp_path}/runs"]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed.startswith(f"file://{tmp_path}/runs/recovery-")
+    assert read_table(printed, "messages").num_rows > 0
+
+
+def test_locations_pyarrow_cannot_open_are_input_errors(write_scenario, capsys):
+    path = write_scenario({**scenario(), "duration": "1s"})
+    assert main(["run", str(path), "--out", "nosuch://bucket/run"]) == 2
+    assert "--out nosuch://bucket/run: nosuch://bucket/run: not a location pyarrow can open" in capsys.readouterr().err
+    assert main(["run", str(path), "--set", "output.collect=nodes"]) == 2
+    assert "output.collect: expected 'hosts'" in capsys.readouterr().err
+
+
+def test_collected_files_stay_in_memory_until_taken():
+    collected = Collected()
+    writer = TableWriter(collected, host=3, flush_rows=2)
+    writer.append("events", 5, "B1", "x", "{}")
+    writer.append("events", 6, "B1", "y", "{}")  # a full buffer: one part
+    assert [path for path, _ in collected.files] == ["events/part-00000-0003-000000.parquet"]
+    writer.discard_after(0)  # nothing of the run directory to delete here: the driver does
+    assert [path for path, _ in collected.take()] == ["events/part-00000-0003-000000.parquet"]
+    assert collected.take() == []
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_hosts_that_share_no_storage_send_their_files_to_the_driver(write_scenario, tmp_path, monkeypatch,
+                                                                     ray_session, uninterrupted):
+    """Hosts get no run directory at all, so every part and checkpoint went through the driver;
+    a lost host is restored from a checkpoint the driver read back."""
+    original, given = coordinator.host_specs, []
+    monkeypatch.setattr(coordinator, "host_specs",
+                        lambda spec, run_dir, *rest: given.append(run_dir) or original(spec, run_dir, *rest))
+    killed = kill_host_on_chunk(monkeypatch, {5}, "ray.kill")
+    out = tmp_path / "run"
+    path = write_scenario({**scenario(hosts=2, checkpoint_every="2s"), "output": {"collect": "driver"}})
+    assert main(["run", str(path), "--out", str(out)]) == 0
+    assert given == [None] and killed == [5]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [(r["host"], r["restored_t_us"]) for r in manifest["recoveries"]] == [(1, 4_000_000)]
+    assert tables(out) == uninterrupted
+    assert {p.name.split("-")[2] for p in (out / "messages").glob("part-*")} == {"0000", "0001"}
+    assert not (out / "checkpoints").exists()
