@@ -35,7 +35,7 @@ from .costs import CostModel
 from .engine import Settings
 from .faults import FaultSchedule
 from .host import BrokerHost, HostSpec, Status, next_window_start, window_end
-from .partition import partition
+from .partition import host_weights, partition
 from .results import as_run_dir, discard_parts, write_manifest, write_table
 from .storage import RunDir
 
@@ -95,14 +95,18 @@ def run(spec: RunSpec, run_dir: str | Path | RunDir, address: str | None = None,
     with _recording(run_dir, manifest) as clock:
         hosts = _host_count(spec, address)
         manifest["hosts"] = hosts
-        placement = partition(spec.graph, max(hosts, 1))
-        _write_static_tables(run_dir, spec.graph, placement)
-        if spec.faults is not None:
-            _write_expected(run_dir, spec)
-        checkpoints = Checkpoints(run_dir, spec.checkpoint_every_us, max(hosts, 1), spec.max_recoveries)
-        if spec.checkpoint_every_us:
-            checkpoints.save_setup(spec, hosts, placement)
-        _simulate(spec, run_dir, hosts, placement, checkpoints, manifest, address, progress, clock)
+        transport = _transport(spec, run_dir, hosts, address)
+        try:
+            placement = partition(spec.graph, max(hosts, 1), transport.host_weights())
+            _write_static_tables(run_dir, spec.graph, placement)
+            if spec.faults is not None:
+                _write_expected(run_dir, spec)
+            checkpoints = Checkpoints(run_dir, spec.checkpoint_every_us, max(hosts, 1), spec.max_recoveries)
+            if spec.checkpoint_every_us:
+                checkpoints.save_setup(spec, hosts, placement)
+            _simulate(spec, run_dir, transport, placement, checkpoints, manifest, progress, clock)
+        finally:
+            transport.close()
     return manifest
 
 
@@ -122,7 +126,11 @@ def resume(run_dir: str | Path | RunDir, address: str | None = None, progress: b
     write_manifest(run_dir, manifest)
     earlier_wall_s = checkpoints.latest.wall_s if checkpoints.latest else 0.0
     with _recording(run_dir, manifest, earlier_wall_s) as clock:
-        _simulate(spec, run_dir, hosts, placement, checkpoints, manifest, address, progress, clock)
+        transport = _transport(spec, run_dir, hosts, address)
+        try:
+            _simulate(spec, run_dir, transport, placement, checkpoints, manifest, progress, clock)
+        finally:
+            transport.close()
     return manifest
 
 
@@ -147,18 +155,17 @@ def _recording(run_dir: RunDir, manifest: dict, earlier_wall_s: float = 0.0):
         write_manifest(run_dir, manifest)
 
 
-def _simulate(spec: RunSpec, run_dir: RunDir, hosts: int, placement: dict[str, int], checkpoints: Checkpoints,
-              manifest: dict, address: str | None, progress: bool | None, clock) -> None:
+def _simulate(spec: RunSpec, run_dir: RunDir, transport, placement: dict[str, int], checkpoints: Checkpoints,
+              manifest: dict, progress: bool | None, clock) -> None:
     """Start the hosts (from the latest checkpoint, if any), drive them to the end, and record
     the outcome; a complete run keeps no checkpoints."""
-    transport = _transport(spec, run_dir, hosts, placement, address, checkpoints.restore_point())
-    try:
-        manifest["host_nodes"] = transport.nodes()
-        end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), checkpoints, manifest,
-                                  clock, progress)
-        manifest["host_nodes"] = transport.nodes()  # a host restored after a loss may be elsewhere
-    finally:
-        transport.close()
+    hosts = manifest["hosts"]
+    transport.start(host_specs(spec, None if transport.collects else run_dir, hosts, placement),
+                    checkpoints.restore_point())
+    manifest["host_nodes"] = transport.nodes()
+    end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), checkpoints, manifest, clock,
+                              progress)
+    manifest["host_nodes"] = transport.nodes()  # a host restored after a loss may be elsewhere
     manifest.update(status="complete", sim_end_us=end_us, events=sum(s.arrivals for s in statuses),
                     windows=statuses[0].windows, host_busy_s=[round(s.busy_s, 3) for s in statuses],
                     host_waiting_s=[round(s.waiting_s, 3) for s in statuses])
@@ -248,12 +255,21 @@ def host_specs(spec: RunSpec, run_dir, hosts: int, placement: dict[str, int]) ->
 class _LocalTransport:
     """Hosts as plain objects in this process (``hosts: 0``, and tests)."""
 
-    def __init__(self, specs: list[HostSpec], checkpoint: Checkpoint | None = None) -> None:
+    collects = False
+
+    def __init__(self, specs: list[HostSpec] | None = None, checkpoint: Checkpoint | None = None) -> None:
+        if specs is not None:
+            self.start(specs, checkpoint)
+
+    def host_weights(self) -> None:
+        return None  # one process: nothing to weigh
+
+    def start(self, specs: list[HostSpec], checkpoint: Checkpoint | None = None) -> None:
+        """The hosts of ``specs``, as they were at ``checkpoint`` or new (None)."""
         self.specs = specs
         self.restore(checkpoint)
 
     def restore(self, checkpoint: Checkpoint | None) -> None:
-        """Hosts as they were at ``checkpoint``, or new ones (None)."""
         self.hosts = [BrokerHost(s, checkpoint.snapshots[s.host] if checkpoint else None) for s in self.specs]
         self.incoming: list[list] = [[] for _ in self.hosts]
 
@@ -297,43 +313,57 @@ class _RayTransport:
     Ray sees fit. A host actor that dies (its process killed, its node gone) raises
     ``HostLost`` from the call that notices; the others may be blocked waiting for its batch,
     so ``restore`` replaces them all. With ``collect_into`` (output.collect: driver) hosts
-    write no files: the driver takes them after every call and writes them there."""
+    write no files: the driver takes them after every call and writes them there.
+
+    Actors start empty, so that the brokers can be partitioned knowing where each host runs
+    (``host_weights``), and are then given their brokers (``start``)."""
 
     PLACEMENT_TIMEOUT_S = 120
 
-    def __init__(self, specs: list[HostSpec], ray, cpus_per_host: float = 0, checkpoint: Checkpoint | None = None,
-                 collect_into: RunDir | None = None) -> None:
+    def __init__(self, ray, hosts: int, cpus_per_host: float = 0, collect_into: RunDir | None = None) -> None:
         self.ray = ray
-        self.specs = specs
         self.cpus_per_host = cpus_per_host
         self.collect_into = collect_into
-        self.group = self._placement_group(len(specs), cpus_per_host) if cpus_per_host else None
-        self.actors: list = []
-        self.restore(checkpoint)
+        self.collects = collect_into is not None
+        self.group = self._placement_group(hosts, cpus_per_host) if cpus_per_host else None
+        self.actors = self._empty_actors(hosts)
 
-    def restore(self, checkpoint: Checkpoint | None) -> None:
-        """New host actors, as they were at ``checkpoint`` or from the start (None)."""
-        self._kill_actors()
-        snapshots = checkpoint.snapshots if checkpoint else None
-        if self.collect_into is not None:  # the hosts can neither read the snapshots nor delete parts
-            for host in range(len(self.specs)):
-                discard_parts(self.collect_into, host, checkpoint.epoch if checkpoint else 0)
-            snapshots = snapshots and [self.collect_into.read_bytes(path) for path in snapshots]
+    def _empty_actors(self, hosts: int) -> list:
         remote = self.ray.remote(BrokerHost)
         # two threads per host: one runs windows while the other takes peers' deliveries
         options = {"num_cpus": self.cpus_per_host, "max_concurrency": 2}
         if self.group is not None:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-            placements = [PlacementGroupSchedulingStrategy(self.group, i) for i in range(len(self.specs))]
+            placements = [PlacementGroupSchedulingStrategy(self.group, i) for i in range(hosts)]
         else:
-            placements = ["SPREAD"] * len(self.specs)
-        self.actors = [
-            remote.options(**options, scheduling_strategy=placements[s.host]).remote(
-                replace(s, injections=[]) if snapshots else s, snapshots[s.host] if snapshots else None)
-            for s in self.specs
-        ]
+            placements = ["SPREAD"] * hosts
+        return [remote.options(**options, scheduling_strategy=placements[h]).remote() for h in range(hosts)]
+
+    def host_weights(self) -> list[float]:
+        """Each host's share of a CPU on the node it runs on (see ``partition.host_weights``)."""
+        cpus = {n["NodeID"]: n.get("Resources", {}).get("CPU", 0) for n in self.ray.nodes() if n.get("Alive")}
+        return host_weights(self.nodes(), cpus)
+
+    def start(self, specs: list[HostSpec], checkpoint: Checkpoint | None = None) -> None:
+        """Give the hosts their brokers, as they were at ``checkpoint`` or new (None)."""
+        self.specs = specs
+        snapshots = checkpoint.snapshots if checkpoint else None
+        if self.collect_into is not None:  # the hosts can neither read the snapshots nor delete parts
+            for host in range(len(specs)):
+                discard_parts(self.collect_into, host, checkpoint.epoch if checkpoint else 0)
+            snapshots = snapshots and [self.collect_into.read_bytes(path) for path in snapshots]
+        self._gather([actor.start.remote(replace(s, injections=[]) if snapshots else s,
+                                         snapshots[s.host] if snapshots else None)
+                      for actor, s in zip(self.actors, specs)])
         self._gather([a.connect.remote(self.actors) for a in self.actors])
+
+    def restore(self, checkpoint: Checkpoint | None) -> None:
+        """New host actors (anywhere in the cluster), as they were at ``checkpoint`` or from
+        the start (None)."""
+        self._kill_actors()
+        self.actors = self._empty_actors(len(self.specs))
+        self.start(self.specs, checkpoint)
 
     def _placement_group(self, hosts: int, cpus: float):
         from ray.util.placement_group import placement_group, remove_placement_group
@@ -417,14 +447,12 @@ def _ray(address: str | None):
     return ray
 
 
-def _transport(spec: RunSpec, run_dir: RunDir, hosts: int, placement: dict[str, int], address: str | None,
-               checkpoint: Checkpoint | None):
-    """The hosts, as objects in this process (``hosts: 0``) or as Ray actors."""
+def _transport(spec: RunSpec, run_dir: RunDir, hosts: int, address: str | None):
+    """The hosts, as objects in this process (``hosts: 0``) or as Ray actors, not started."""
     if hosts == 0:
-        return _LocalTransport(host_specs(spec, run_dir, hosts, placement), checkpoint)
-    collect = spec.collect == "driver"
-    specs = host_specs(spec, None if collect else run_dir, hosts, placement)
-    return _RayTransport(specs, _ray(address), spec.cpus_per_host, checkpoint, run_dir if collect else None)
+        return _LocalTransport()
+    collect_into = run_dir if spec.collect == "driver" else None
+    return _RayTransport(_ray(address), hosts, spec.cpus_per_host, collect_into)
 
 
 # ---------------------------------------------------------------------- the window loop

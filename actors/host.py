@@ -77,7 +77,11 @@ class BrokerHost:
     the host first deletes its result parts from the epoch it starts at on: a restored or
     restarted host writes nothing twice."""
 
-    def __init__(self, spec: HostSpec, snapshot: str | bytes | None = None) -> None:
+    def __init__(self, spec: HostSpec | None = None, snapshot: str | bytes | None = None) -> None:
+        if spec is not None:  # else a Ray actor, started once the driver knows where it runs
+            self.start(spec, snapshot)
+
+    def start(self, spec: HostSpec, snapshot: str | bytes | None = None) -> None:
         self.spec = replace(spec, injections=[])
         self.writer = TableWriter(Collected() if spec.run_dir is None else spec.run_dir, spec.host)
         self.peers: list = []

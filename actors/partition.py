@@ -1,11 +1,14 @@
 """Packing brokers into hosts: balanced parts of the overlay that cut few links."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import networkx as nx
 
 
-def partition(graph: nx.Graph, hosts: int) -> dict[str, int]:
-    """Broker -> host for ``hosts`` parts of near-equal size.
+def partition(graph: nx.Graph, hosts: int, weights: list[float] | None = None) -> dict[str, int]:
+    """Broker -> host for ``hosts`` parts of near-equal size, or of sizes in proportion to the
+    hosts' ``weights`` (the share of a CPU each gets, see ``host_weights``).
 
     Where links differ in latency, the hosts take whole parts of the overlay left when the
     longest links are removed, if that can be balanced (see ``_cut_at_long_links``): only
@@ -18,27 +21,54 @@ def partition(graph: nx.Graph, hosts: int) -> dict[str, int]:
     hosts = max(1, min(hosts, len(names)))
     if hosts == 1:
         return {name: 0 for name in names}
-    at_long_links = _cut_at_long_links(graph, hosts)
+    shares = _shares(hosts, weights)
+    at_long_links = _cut_at_long_links(graph, shares)
     if at_long_links is not None:
         return at_long_links
     root = min(nx.center(graph)) if nx.is_connected(graph) else names[0]
     ordered = _preorder(graph, root)
     ordered += [n for n in names if n not in set(ordered)]
-    size, extra = divmod(len(ordered), hosts)
     placement, start = {}, 0
-    for host in range(hosts):
-        end = start + size + (1 if host < extra else 0)
-        for name in ordered[start:end]:
+    for host, size in enumerate(_sizes(len(ordered), shares)):
+        for name in ordered[start:start + size]:
             placement[name] = host
-        start = end
+        start += size
     return placement
 
 
-def _cut_at_long_links(graph: nx.Graph, hosts: int, slack: float = 1.25) -> dict[str, int] | None:
+def host_weights(host_nodes: list[str], node_cpus: dict[str, float]) -> list[float]:
+    """Each host's share of a CPU: one host runs on one core at most, and the hosts placed on a
+    node share its CPUs (``host_nodes``: each host's node, by host number). A node that
+    reports no CPUs to Ray (a head started with none) counts as a core per host."""
+    on_node = {node: host_nodes.count(node) for node in host_nodes}
+    return [min(1.0, node_cpus.get(node, 0) / on_node[node]) or 1.0 for node in host_nodes]
+
+
+def _shares(hosts: int, weights: list[float] | None) -> list[Fraction]:
+    """Each host's fraction of the brokers (exact, so equal weights split as evenly as ever)."""
+    if weights is None or len(set(weights)) == 1:
+        return [Fraction(1, hosts)] * hosts
+    total = sum(map(Fraction, weights))
+    return [Fraction(w) / total for w in weights]
+
+
+def _sizes(brokers: int, shares: list[Fraction]) -> list[int]:
+    """Broker counts in proportion to ``shares`` (largest remainders first; equal shares give
+    the first hosts one more)."""
+    exact = [brokers * share for share in shares]
+    sizes = [int(x) for x in exact]
+    by_remainder = sorted(range(len(shares)), key=lambda h: (-(exact[h] - sizes[h]), h))
+    for host in by_remainder[:brokers - sum(sizes)]:
+        sizes[host] += 1
+    return sizes
+
+
+def _cut_at_long_links(graph: nx.Graph, shares: list[Fraction], slack: float = 1.25) -> dict[str, int] | None:
     """Remove the links of the longest latency (then of the two longest, and so on) until
-    the parts left can be packed onto ``hosts`` with no host above ``slack`` times an even
-    share (largest part first, each onto the least loaded host); None if links do not
-    differ in latency or no cut balances."""
+    the parts left can be packed onto the hosts with none above ``slack`` times its share
+    (largest part first, each onto the host least loaded for its share); None if links do
+    not differ in latency or no cut balances."""
+    hosts = len(shares)
     latencies = sorted({d["latency_us"] for _, _, d in graph.edges(data=True)}, reverse=True)
     for threshold in latencies[:-1]:
         short = nx.Graph()
@@ -50,10 +80,10 @@ def _cut_at_long_links(graph: nx.Graph, hosts: int, slack: float = 1.25) -> dict
         loads = [0] * hosts
         placement = {}
         for part in parts:
-            host = loads.index(min(loads))
+            host = min(range(hosts), key=lambda h: (loads[h] / shares[h], h))
             loads[host] += len(part)
             placement.update((name, host) for name in part)
-        if max(loads) <= slack * len(graph) / hosts:
+        if all(load <= slack * len(graph) * share for load, share in zip(loads, shares)):
             return placement
     return None
 

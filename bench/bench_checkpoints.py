@@ -7,17 +7,19 @@ equal those of the run without.
     python bench/bench_checkpoints.py [--scenario faults_core_crash] [--every 300s,60s] [--hosts 0]
 """
 import argparse
-import pickle
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+
+import pyarrow.compute as pc
 
 from comparison import SCENARIOS, print_table
 
 from actors import checkpoints  # noqa: E402  (comparison puts the project on the path)
 from actors.coordinator import run  # noqa: E402
-from actors.results import STREAMED  # noqa: E402
+from actors.results import STREAMED, read_table  # noqa: E402
 from experiments.scenario import resolve  # noqa: E402
 from fingerprint import table_hash  # noqa: E402
 
@@ -31,16 +33,25 @@ def timed_checkpoints() -> dict:
         started = time.perf_counter()
         checkpoint = take(self, *args)
         taken["seconds"].append(time.perf_counter() - started)
-        taken["bytes"].append(sum(Path(p).stat().st_size for p in checkpoint.snapshots))
+        taken["bytes"].append(sum(Path(self.run_dir.path(p)).stat().st_size for p in checkpoint.snapshots))
         started = time.perf_counter()
         for path in checkpoint.snapshots:
-            with open(path, "rb") as file:
-                pickle.load(file)
+            self.run_dir.read_pickle(path)
         taken["load_s"].append(time.perf_counter() - started)
         return checkpoint
 
     checkpoints.Checkpoints.take = take_timed
     return taken
+
+
+def fault_summary(run_dir: Path) -> str:
+    """Messages dropped by cause, and deliveries against what the oracle expects (runs with faults)."""
+    messages = read_table(run_dir, "messages")
+    dropped = Counter(messages.filter(pc.field("dropped")).column("cause").to_pylist())
+    expected = read_table(run_dir, "expected")
+    wanted = pc.sum(expected.column("subscribers")).as_py() if expected.num_rows else None
+    return (f"dropped by cause: {dict(sorted(dropped.items()))}; deliveries "
+            f"{read_table(run_dir, 'deliveries').num_rows:,} of {wanted:,} expected" if wanted else "")
 
 
 def main() -> None:
@@ -61,7 +72,9 @@ def main() -> None:
             manifest = run(resolve(SCENARIOS / f"{args.scenario}.yaml", overrides), out, progress=False)
             wall = time.perf_counter() - started - sum(taken["load_s"])
             hashes = {t: table_hash(out, t) for t in STREAMED}
-            reference = reference or hashes
+            if reference is None:
+                reference = hashes
+                print(fault_summary(out), file=sys.stderr)
             count = len(taken["seconds"])
             rows.append({
                 "every": every, "wall_s": wall, "ratio": wall / rows[0]["wall_s"] if rows else 1.0,

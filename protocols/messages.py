@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .language import Filter, Publication
+from .language import Filter, Publication, rebuilt_by_constructor
 
 CLIENT_KINDS = ("adv", "unadv", "sub", "unsub", "pub", "detach", "attach")
 
@@ -34,6 +34,8 @@ class Message:
     cause: str | None = None
     items: tuple["Message", ...] = ()
     headers: tuple[tuple[str, object], ...] = field(default=())
+
+    __reduce__ = rebuilt_by_constructor
 
     @property
     def key(self) -> tuple[str, int]:

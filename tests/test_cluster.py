@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from actors.coordinator import run
+from actors.partition import host_weights, partition
 from actors.results import read_table
 from experiments.scenario import resolve
 from tests.conftest import PROJECT_ROOT
@@ -31,7 +32,8 @@ try:
     manifest = run(resolve(sys.argv[1], ["runtime.hosts=auto", "runtime.cpus_per_host=1"]), sys.argv[2],
                    progress=False)
     print(json.dumps({"manifest": manifest, "head": cluster.head_node.node_id,
-                      "workers": [w.node_id for w in workers]}))
+                      "workers": [w.node_id for w in workers],
+                      "cpus": {n["NodeID"]: n["Resources"].get("CPU", 0) for n in ray.nodes()}}))
 finally:
     ray.shutdown()
     cluster.shutdown()
@@ -54,6 +56,9 @@ def test_hosts_spread_over_the_worker_nodes_and_results_match_one_process(tmp_pa
     assert manifest["hosts"] == 2  # every CPU but the driver's node's (the head has none)
     assert sorted(manifest["host_nodes"]) == sorted(found["workers"])  # one host on each worker
     assert found["head"] not in manifest["host_nodes"]
+    weights = host_weights(manifest["host_nodes"], found["cpus"])  # partitioned knowing where hosts run
+    brokers = {r["broker"]: r["host"] for r in read_table(tmp_path / "cluster", "brokers").to_pylist()}
+    assert weights == [1.0, 1.0] and brokers == partition(resolve(SCENARIO).graph, 2, weights)
     run(resolve(SCENARIO), tmp_path / "local", progress=False)
     assert rows(tmp_path / "cluster") == rows(tmp_path / "local")
 

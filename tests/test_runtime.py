@@ -241,6 +241,32 @@ def test_hosts_split_at_long_links_where_latencies_differ():
     assert partition(graph, 2) == {n: 0 if n in {"a-hub", "a0", "a1", "a2", "a3"} else 1 for n in graph}
 
 
+def test_hosts_sharing_a_nodes_cpus_get_brokers_in_proportion():
+    from collections import Counter
+
+    import networkx as nx
+
+    import topologies
+    from actors.partition import cut_links, host_weights
+
+    # three hosts on node a (4 CPUs): a core each; two on b (1 CPU): half a core each
+    weights = host_weights(["a", "a", "a", "b", "b"], {"a": 4, "b": 1})
+    assert weights == [1.0, 1.0, 1.0, 0.5, 0.5]
+    graph = topologies.random_tree(80, 3)
+    nx.set_edge_attributes(graph, 1_000, "latency_us")
+    assert sorted(Counter(partition(graph, 5, weights).values()).items()) == [(0, 20), (1, 20), (2, 20), (3, 10),
+                                                                              (4, 10)]
+    assert partition(graph, 5, [0.5] * 5) == partition(graph, 5)  # equal weights: the even split
+    regions = nx.Graph()  # four regions of 10 behind 50 ms links, whole regions on hosts by share
+    for region in range(4):
+        regions.add_edges_from(((f"hub{region}", f"r{region}-{leaf}") for leaf in range(9)), latency_us=1_000)
+        if region:
+            regions.add_edge("hub0", f"hub{region}", latency_us=50_000)
+    placement = partition(regions, 3, [1, 1, 0.5])
+    assert sorted(Counter(placement.values()).items()) == [(0, 20), (1, 10), (2, 10)]
+    assert cut_links(regions, placement) == 2  # two of the three long links; no short one
+
+
 def test_windows_reach_past_the_smallest_service_time(write_scenario, tmp_path):
     """Two hosts with 1 ms between them, services of at least 4 ms: a window ends at the
     earliest possible output plus 1 ms, so far fewer windows than one per busy millisecond,
