@@ -6,7 +6,7 @@ import pytest
 import topologies
 from protocols.pruning import PruningSettings, WindowEntry, critical_distance
 from protocols.stack import make_broker
-from workloads.generators import covering_degree, random_mix
+from workloads.generators import covering_degree, mobile_rush_hour, random_mix
 
 from .oracle import Pump, expected_deliveries
 from .test_broker import OVERLAYS
@@ -197,3 +197,19 @@ def test_bad_settings_name_the_key(given, message):
 def test_settings_defaults_and_window():
     settings = PruningSettings.parse({"variant": "incremental", "window": "30s"}, lambda v, k: 30_000_000)
     assert (settings.variant, settings.window_us, list(settings.thresholds)) == ("incremental", 30_000_000, [0.6, 0.9])
+
+
+@pytest.mark.parametrize("stack", ["active", *VARIANTS])
+def test_mobile_rush_hour_delivers_exactly(stack):
+    """Subscribers commute and wander between the leaves of a star (each operation complete
+    before the next: the sync pump) with SIENA-style subscriptions."""
+    graph = topologies.star(9)
+    records = mobile_rush_hour(sorted(graph), graph, seed=2, publishers=8, subscribers=300, subscribe_interval=0.01,
+                               publish_min=0.5, publish_max=2.0, morning_start=10.0, morning_end=20.0,
+                               afternoon_start=30.0, afternoon_end=40.0, duration=50.0)
+    pump = Pump(graph, {"covering": "active"} if stack == "active" else protocol(stack)).run(records)
+    expected = expected_deliveries(records)
+    assert len(pump.deliveries) == len(set(pump.deliveries))
+    assert set(pump.deliveries) == expected and len(expected) > 300
+    if stack != "active":
+        check_covering_tables(pump)

@@ -7,7 +7,7 @@ import pytest
 import topologies
 from protocols.index import FilterIndex
 from protocols.language import matches, parse_filter, parse_publication
-from workloads.generators import covering_degree, mobile_monitors, zipf_groups
+from workloads.generators import covering_degree, mobile_monitors, mobile_rush_hour, zipf_groups
 from workloads.stockquotes import stock_quotes
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +183,34 @@ def test_enterprise_quotes_gather_every_high_rated_subscriber_on_one_broker():
     assert len(high) == 1
     assert not any("volume" in r["filter"] for r in subscriptions)  # 95 low / 5 high, no medium
     assert stock_quotes([f"B{i}" for i in range(30)], seed=5, subscribers=600, distribution="enterprise") == records
+
+
+def test_mobile_rush_hour_commutes_stays_and_wanders_in_the_rush_hours():
+    graph = topologies.star(17)
+    leaves = {n for n in graph if graph.degree(n) == 1}
+    records = mobile_rush_hour(sorted(graph), graph, seed=4, publishers=30, subscribers=1000, subscribe_interval=0.01,
+                               morning_start=100.0,
+                               morning_end=200.0, afternoon_start=400.0, afternoon_end=500.0, duration=600.0)
+    subscriptions = [r for r in records if r["op"] == "subscribe"]
+    assert len(subscriptions) == 1000 and {r["broker"] for r in subscriptions} <= leaves
+    assert all(1 <= len(parse_filter(r["filter"]).predicates) <= 10 for r in subscriptions)
+    moves: dict[str, list[dict]] = {}
+    for r in records:
+        if r["op"] == "move":
+            moves.setdefault(r["client"], []).append(r)
+    home = {r["client"]: r["broker"] for r in subscriptions}
+    assert len(moves) == 800  # 20% stay
+    for client, (morning, afternoon) in moves.items():
+        assert 100 <= morning["t"] <= 200 and 400 <= afternoon["t"] <= 500
+        assert morning["broker"] != home[client] and afternoon["broker"] != morning["broker"]
+    back_home = sum(afternoon["broker"] == home[client] for client, (_, afternoon) in moves.items())
+    assert 600 <= back_home < 700  # the 60% commuters, and the wanderers who happen to end at home
+    publications = [r for r in records if r["op"] == "publish"]
+    for publisher in ("pub0", "pub7"):
+        times = [r["t"] for r in publications if r["client"] == publisher]
+        gaps = {round(b - a, 3) for a, b in zip(times, times[1:])}
+        assert len(gaps) == 1 and 1.0 <= gaps.pop() <= 15.0  # its own period
+    assert all(1 <= len(parse_publication(r["content"]).items) <= 19 for r in publications)
+    assert [r["t"] for r in records] == sorted(r["t"] for r in records)
+    with pytest.raises(ValueError, match="rush hours"):
+        mobile_rush_hour(sorted(graph), graph, subscribers=10, morning_start=2500.0, morning_end=2600.0)

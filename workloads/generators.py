@@ -6,6 +6,7 @@ a generated workload can be written out and replayed as a trace.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from typing import Callable
@@ -160,13 +161,13 @@ class SienaVocabulary:
 
     def __init__(self, words: int = 1000, values: int = 100) -> None:
         self.words = [f"w{i}" for i in range(words)]
-        self.weights = [1.0 / (i + 1) for i in range(words)]
+        self.cumulative = list(itertools.accumulate(1.0 / (i + 1) for i in range(words)))  # Zipf, summed once
         self.values = list(range(values))
 
     def _attributes(self, rng: random.Random, count: int) -> list[str]:
         chosen: list[str] = []
         while len(chosen) < count:
-            word = rng.choices(self.words, self.weights)[0]
+            word = rng.choices(self.words, cum_weights=self.cumulative)[0]
             if word not in chosen:
                 chosen.append(word)
         return chosen
@@ -365,6 +366,81 @@ def mobile_monitors(
                         "id": f"M{m}", "content": f"[class,'STOCK'],[price,{rng.uniform(0, 1000):.2f}]"})
     records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
     return [r for r in records if r["t"] < duration]
+
+
+@generator("mobile_rush_hour")
+def mobile_rush_hour(
+    brokers: list[str],
+    graph=None,
+    seed: int = 0,
+    publishers: int = 2000,
+    subscribers: int = 200_000,
+    publish_min: float = 1.0,
+    publish_max: float = 15.0,
+    subscribe_interval: float = 0.0005,
+    morning_start: float = 900.0,
+    morning_end: float = 1500.0,
+    afternoon_start: float = 2400.0,
+    afternoon_end: float = 3000.0,
+    duration: float = 3600.0,
+    commuters: float = 0.6,
+    stayers: float = 0.2,
+) -> list[dict]:
+    """The mobile rush-hour workload of the incremental-pruning paper: ``publishers`` and
+    ``subscribers`` at the overlay's leaves (every broker where there are none; the paper's is
+    a star of 17), SIENA-style subscriptions (see ``SienaVocabulary``), each publisher
+    advertising the whole vocabulary and publishing every 1-15 s (``publish_min`` to
+    ``publish_max``: its own period, a random phase) once the subscriptions are in. In each
+    rush hour (``morning_start`` to ``morning_end``, ``afternoon_start`` to ``afternoon_end``,
+    in seconds) every subscriber moves once, at a random moment:
+    ``commuters`` of them from home (where they subscribed) to their office in the morning and
+    back in the afternoon, ``stayers`` never, the rest each time to a random other leaf."""
+    if not (0 <= commuters and 0 <= stayers and commuters + stayers <= 1):
+        raise ValueError("commuters and stayers are shares: each in [0, 1], together at most 1")
+    if not (0 < publish_min <= publish_max):
+        raise ValueError(f"publish_min {publish_min}, publish_max {publish_max}: expected 0 < min <= max seconds")
+    begin = 0.02 + subscribers * subscribe_interval  # every subscription is in
+    morning, afternoon = (morning_start, morning_end), (afternoon_start, afternoon_end)
+    if not (begin <= morning_start <= morning_end <= afternoon_start <= afternoon_end <= duration):
+        raise ValueError(f"expected the subscriptions in ({begin:g} s), the morning {morning} and the afternoon "
+                         f"{afternoon} rush hours and the end ({duration:g} s) in that order")
+    rng = rng_for(seed, "mobile_rush_hour")
+    leaves = sorted(n for n in graph if graph.degree(n) == 1) if graph is not None else []
+    leaves = leaves or sorted(brokers)
+    language = SienaVocabulary()
+    vocabulary = ",".join(f"[{w},isPresent,0]" for w in language.words)
+    records = [{"t": 0.0, "op": "advertise", "client": f"pub{p}", "broker": rng.choice(leaves), "id": f"A{p}",
+                "filter": vocabulary} for p in range(publishers)]
+    home = {}
+    for s in range(subscribers):
+        home[s] = rng.choice(leaves)
+        records.append({"t": round(0.01 + s * subscribe_interval, 6), "op": "subscribe", "client": f"c-S{s}",
+                        "broker": home[s], "id": f"S{s}", "filter": language.subscription(rng)})
+    order = list(range(subscribers))
+    rng.shuffle(order)
+    commuting = set(order[:round(commuters * subscribers)])
+    staying = set(order[len(commuting):len(commuting) + round(stayers * subscribers)])
+    others = lambda broker: [b for b in leaves if b != broker] or [broker]  # noqa: E731
+    for s in range(subscribers):
+        if s in staying:
+            continue
+        office = rng.choice(others(home[s]))
+        morning_to = office if s in commuting else rng.choice(others(home[s]))
+        afternoon_to = home[s] if s in commuting else rng.choice(others(morning_to))
+        for (start, end), broker in ((morning, morning_to), (afternoon, afternoon_to)):
+            records.append({"t": round(rng.uniform(start, end), 6), "op": "move", "client": f"c-S{s}",
+                            "broker": broker})
+    message = 0
+    for p in range(publishers):
+        period = rng.uniform(publish_min, publish_max)
+        t = begin + rng.uniform(0, period)
+        while t < duration:
+            records.append({"t": round(t, 6), "op": "publish", "client": f"pub{p}", "id": f"M{message}",
+                            "content": language.publication(rng)})
+            message += 1
+            t += period
+    records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
+    return records
 
 
 @generator("zipf_groups")
