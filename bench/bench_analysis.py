@@ -33,11 +33,11 @@ def synthetic_run(run_dir: Path, rows: int, seed: int = 1) -> None:
     rng = np.random.default_rng(seed)
     tree = nx.random_labeled_tree(BROKERS, seed=seed)
     names = np.array([f"B{i:03d}" for i in range(BROKERS)])
-    write_table(run_dir / "links" / "part-0.parquet", "links",
+    write_table(run_dir, "links/part-0.parquet", "links",
                 {"a": [names[a] for a, b in tree.edges], "b": [names[b] for a, b in tree.edges],
                  "latency_us": [1000] * (BROKERS - 1)})
     roles = ["core" if i < 5 else "edge" for i in range(BROKERS)]
-    write_table(run_dir / "brokers" / "part-0.parquet", "brokers",
+    write_table(run_dir, "brokers/part-0.parquet", "brokers",
                 {"broker": list(names), "role": roles, "host": [0] * BROKERS})
     chunk = 1_000_000
     for part, start in enumerate(range(0, rows, chunk)):

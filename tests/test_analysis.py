@@ -31,18 +31,18 @@ def _hand_made_run(path):
               ("C", None, "M2"), ("B", "C", "M2"), ("A", "B", "M2"),
               ("D", None, "M3"), ("B", "D", "M3")]
     n = len(copies)
-    write_table(path / "messages" / "part-00000-0000-000000.parquet", "messages", {
+    write_table(path, "messages/part-00000-0000-000000.parquet", "messages", {
         "broker": [c[0] for c in copies], "sender": [c[1] for c in copies], "kind": ["pub"] * n,
         "msg_id": [c[2] for c in copies], "t_arrive_us": [1_000_000 * i for i in range(n)],
         "t_start_us": [1_000_000 * i for i in range(n)], "t_end_us": [1_000_000 * i + 10 for i in range(n)],
         "queue_len": [0] * n, "sent": [0] * n, "dropped": [False] * n, "cause": [None] * n, "batch_size": [None] * n,
         "triggered_by": [None] * n})
-    write_table(path / "deliveries" / "part-00000-0000-000001.parquet", "deliveries", {
+    write_table(path, "deliveries/part-00000-0000-000001.parquet", "deliveries", {
         "pub_id": ["M1", "M2"], "sub_id": ["S1", "S2"], "client": ["c1", "c2"], "broker": ["C", "A"],
         "t_pub_us": [0, 4_000_000], "t_deliver_us": [2_000_010, 6_000_010], "hops": [2, 2]})
-    write_table(path / "links" / "part-0.parquet", "links",
+    write_table(path, "links/part-0.parquet", "links",
                 {"a": ["A", "B", "B"], "b": ["B", "C", "D"], "latency_us": [1000] * 3})
-    write_table(path / "brokers" / "part-0.parquet", "brokers",
+    write_table(path, "brokers/part-0.parquet", "brokers",
                 {"broker": list("ABCD"), "role": ["edge", "core", "edge", "edge"], "host": [0] * 4})
     (path / "manifest.json").write_text(json.dumps({"name": "hand", "status": "complete", "sim_end_us": 10_000_000,
                                                     "brokers": 4}))
