@@ -40,6 +40,21 @@ Hooks protocols override (and extend with ``super()``):
   ``resend_subscriptions(hop, ctx)`` send again what is routed toward ``hop`` (protocols
                                      first reset their per-neighbour output state)
 
+Client moves (a handoff, section "client moves" below): a ``move`` at time T detaches the
+client from its old broker and attaches it, with new incarnations (``gen``) of its filters, at
+the new one. Each incarnation of a subscription delivers only the publications published in
+its own window: the new one those published at T or later, the old one those published before
+T. The old broker keeps the old subscriptions until every publication published before T that
+could match them has reached it: it sends a ``move_flush`` toward every neighbour with an
+intersecting advertisement, each broker passes it on likewise and answers ``move_flushed``
+once its own upstream has answered. Links and mailboxes are FIFO and a broker's local clients'
+publications before T are ahead of the flush in its mailbox, so the answer arrives behind
+every such publication; the old subscriptions are then withdrawn. A publication is delivered
+at most once per subscription whatever the stack (the windows do not overlap), and exactly
+once when published while the subscriber is settled, where publications travel the
+advertisement tree (not over soft links or multi-tree routes, and not with ``delay`` faults
+that reorder a link).
+
 Recovery (after emulated faults): ``link_restored`` sends the neighbour every advertisement
 it would have flooded there and, through ``resend_subscriptions``, every subscription routed
 there, then a ``link_sync`` naming them all; the neighbour ignores what it already holds and
@@ -48,8 +63,10 @@ while the link was down, or everything, when this broker restarted empty).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
 
 from .index import Match, Work
 from .language import conforms
@@ -100,6 +117,17 @@ class Route:
     slot: int
 
 
+@dataclass(slots=True)
+class _Flush:
+    """A ``move_flush`` this broker passed on: whom to answer (None: it drains its own
+    subscriptions ``keys``) once every neighbour in ``waiting`` has answered."""
+
+    reply_to: str | None
+    waiting: set[int]
+    keys: list[Key] = field(default_factory=list)
+    cut: int = 0
+
+
 class Broker:
     # True in a stack that opens links between brokers that are not overlay neighbours: the
     # runtime then bounds cross-host latency by the default latency, not only the overlay's
@@ -118,6 +146,10 @@ class Broker:
         self.prt = RoutingTable(self.neighbors, self.work)
         self.advs: dict[Key, Route] = {}
         self.subs: dict[Key, Route] = {}
+        # a local subscription's delivery window [since, until) in publication time, where a
+        # move bounds it; and the flushes this broker waits for, by (client, gen) detached
+        self.delivery_windows: dict[Key, tuple[int, int | None]] = {}
+        self.flushes: dict[Key, _Flush] = {}
 
     # ------------------------------------------------------------------ dispatch
 
@@ -202,6 +234,7 @@ class Broker:
         route = self.subs.pop(msg.key, None)
         if route is None:
             return
+        self.delivery_windows.pop(msg.key, None)
         for hop in self.prt.routed_hops(route.slot):
             self._unroute_subscription(route, self.neighbors[hop], ctx)
         self.prt.remove(msg.key)
@@ -237,7 +270,8 @@ class Broker:
         if match.local:
             subs = self.subs
             for key in self.prt.keys_of(match.local):
-                self.deliver_locally(msg, subs[key], ctx)
+                if self.in_window(key, msg.t_pub):
+                    self.deliver_locally(msg, subs[key], ctx)
         hops = self.publication_next_hops(msg, match, sender)
         if hops:
             copy = msg.forwarded()  # immutable: every next hop can take the same copy
@@ -261,19 +295,73 @@ class Broker:
 
     # ------------------------------------------------------------------ client moves
 
+    def in_window(self, key: Key, t_pub: int) -> bool:
+        """Whether local subscription ``key`` delivers a publication published at ``t_pub``."""
+        window = self.delivery_windows.get(key)
+        return window is None or (window[0] <= t_pub and (window[1] is None or t_pub < window[1]))
+
     def on_detach(self, msg: Message, sender: str | None, ctx: Context) -> None:
-        """The client ``msg.id`` leaves: withdraw its subscriptions and advertisements here."""
-        client = msg.id
-        for key, route in list(self.subs.items()):
-            if route.last_hop is None and route.msg.client == client:
-                self.on_unsub(Message("unsub", key[0], key[1], client=client), None, ctx)
+        """The client ``msg.id`` leaves at ``msg.t_pub``: withdraw its advertisements now, and
+        its subscriptions once the publications published before then have flushed here."""
+        client, cut = msg.id, msg.t_pub
+
+        def leaving(route: Route) -> bool:  # not an earlier incarnation still draining here
+            return route.last_hop is None and route.msg.client == client and route.msg.gen == msg.gen
+
         for key, route in list(self.advs.items()):
-            if route.last_hop is None and route.msg.client == client:
+            if leaving(route):
                 self.on_unadv(Message("unadv", key[0], key[1], client=client), None, ctx)
+        routes = [route for route in self.subs.values() if leaving(route)]
+        for route in routes:
+            since = self.delivery_windows.get(route.msg.key, (0, None))[0]
+            self.delivery_windows[route.msg.key] = (since, cut)
+        directions = sorted({hop for route in routes for hop in self.prt.routable_hops(route.slot)})
+        drain = _Flush(None, set(directions), [route.msg.key for route in routes], cut)
+        self._pass_flush(Message("move_flush", client, msg.gen, client=client, t_pub=cut,
+                                 items=tuple(route.msg for route in routes)), drain, ctx)
+
+    def on_move_flush(self, msg: Message, sender: str | None, ctx: Context) -> None:
+        """Pass a flush on toward every other neighbour with an advertisement intersecting one
+        of the moving client's subscriptions; answer once they all have."""
+        directions: set[int] = set()
+        for item in msg.items:
+            directions.update(np.flatnonzero(self.srt.hop_counts(item.filter)).tolist())
+        directions.discard(self.hop_index[sender])
+        self._pass_flush(msg, _Flush(sender, directions), ctx)
+
+    def on_move_flushed(self, msg: Message, sender: str | None, ctx: Context) -> None:
+        self._flushed(msg.key, self.hop_index[sender], ctx)
+
+    def _pass_flush(self, msg: Message, flush: _Flush, ctx: Context) -> None:
+        self.flushes[msg.key] = flush
+        for hop in sorted(flush.waiting):
+            ctx.send(self.neighbors[hop], msg)
+        if not flush.waiting:
+            self._flushed(msg.key, None, ctx)
+
+    def _flushed(self, key: Key, hop: int | None, ctx: Context) -> None:
+        flush = self.flushes.get(key)
+        if flush is None:
+            return
+        flush.waiting.discard(hop)
+        if flush.waiting:
+            return
+        del self.flushes[key]
+        if flush.reply_to is not None:
+            ctx.send(flush.reply_to, Message("move_flushed", key[0], key[1], client=key[0]))
+            return
+        for sub in flush.keys:
+            if sub in self.subs:
+                self.on_unsub(Message("unsub", sub[0], sub[1], client=key[0]), None, ctx)
+        if flush.keys:
+            ctx.event("move_drained", client=key[0], gen=key[1], t_move_us=flush.cut, subscriptions=len(flush.keys))
 
     # ------------------------------------------------------------------ recovery
 
     def link_restored(self, hop: str, ctx: Context) -> None:
+        # what the neighbour had to answer was lost with the link (or with its restart)
+        for key in [key for key, flush in self.flushes.items() if self.hop_index[hop] in flush.waiting]:
+            self._flushed(key, self.hop_index[hop], ctx)
         flooded = [route.msg for route in self.advs.values() if route.last_hop != hop]
         for msg in flooded:
             ctx.send(hop, msg)
@@ -302,8 +390,11 @@ class Broker:
                 self.on_unadv(Message("unadv", key[0], key[1], client=route.msg.client), sender, ctx)
 
     def on_attach(self, msg: Message, sender: str | None, ctx: Context) -> None:
-        """The client ``msg.id`` arrives and re-issues its advertisements and subscriptions."""
+        """The client ``msg.id`` arrives at ``msg.t_pub`` and re-issues its advertisements and
+        subscriptions; these deliver what is published from then on."""
         for item in msg.items:
+            if item.kind == "sub":
+                self.delivery_windows[item.key] = (msg.t_pub, None)
             self.handle(item, None, ctx)
 
 

@@ -359,6 +359,7 @@ class Multitree:
         if route is None:
             return
         self.prt.remove(msg.key)
+        self.delivery_windows.pop(msg.key, None)
         text = self.groups.pop(msg.key)
         self._up(Message("mt_unregister", msg.id, msg.gen), ctx)
         for number, epoch in sorted(self.epochs.items()):
@@ -418,7 +419,8 @@ class Multitree:
 
     def _deliver(self, msg: Message, keys, ctx) -> None:
         for key in keys:
-            self.deliver_locally(msg, self.subs[key], ctx)
+            if self.in_window(key, msg.t_pub):
+                self.deliver_locally(msg, self.subs[key], ctx)
 
     def _forward(self, msg: Message, hops: list[str], ctx) -> None:
         if hops:

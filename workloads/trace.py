@@ -104,7 +104,7 @@ def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
 
         try:
             if op == "move":
-                _move(client, name, record["broker"], inject)
+                _move(client, name, record["broker"], t_us, inject)
             else:
                 inject(client.broker, _operation(op, record, client, name, t_us, used_ids))
         except ValueError as exc:
@@ -154,14 +154,16 @@ def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, use
     return Message(kind, op_id, client.gen, client=name)
 
 
-def _move(client: _Client, name: str, broker: str, inject) -> None:
-    inject(client.broker, Message("detach", name, client.gen, client=name))
+def _move(client: _Client, name: str, broker: str, t_us: int, inject) -> None:
+    """Detach and attach messages carry the move's time: it splits the publications the two
+    incarnations deliver (protocols/broker.py, client moves)."""
+    inject(client.broker, Message("detach", name, client.gen, client=name, t_pub=t_us))
     client.gen += 1
     client.broker = broker
     client.advs = {i: _regenerate(m, client.gen) for i, m in client.advs.items()}
     client.subs = {i: _regenerate(m, client.gen) for i, m in client.subs.items()}
     items = tuple(client.advs.values()) + tuple(client.subs.values())
-    inject(broker, Message("attach", name, client.gen, client=name, items=items))
+    inject(broker, Message("attach", name, client.gen, client=name, items=items, t_pub=t_us))
 
 
 def _regenerate(message: Message, gen: int) -> Message:
