@@ -443,6 +443,139 @@ def mobile_rush_hour(
     return records
 
 
+@generator("workflow")
+def workflow(
+    brokers: list[str],
+    graph=None,
+    seed: int = 0,
+    engines_per_domain: int = 6,
+    small: int = 80,
+    medium: int = 80,
+    large: int = 40,
+    small_activities: int = 3,
+    medium_activities: int = 10,
+    large_activities: int = 26,
+    monitored: float = 0.3,
+    auditors: int = 4,
+    trigger_min: float = 60.0,
+    trigger_max: float = 180.0,
+    activity_min: float = 0.5,
+    activity_max: float = 2.0,
+    audit_interval: float = 600.0,
+    audit_length: float = 60.0,
+    duration: float = 3600.0,
+) -> list[dict]:
+    """The distributed-workflow workload of the incremental-pruning paper, on an overlay of
+    domains (the ``regions`` topology: its regions are the domains, ``engines_per_domain``
+    execution engines on each domain's edge brokers, e.g. ``regions: 4, inner_per_region: 3,
+    edges_per_inner: 2`` for four domains of ten brokers in three levels).
+
+    Processes: ``small`` of ``small_activities`` activities on one engine, ``medium`` of
+    ``medium_activities`` on engines of one domain, ``large`` of ``large_activities`` on
+    engines anywhere. Each is deployed at the start: a trigger source (at its domain's core) advertises
+    its triggers, its first activity's engine subscribes to them, and every engine advertises
+    activity completions. Each process is triggered with its own period (``trigger_min`` to
+    ``trigger_max`` s, a random phase); an instance's activities run one after another
+    (``activity_min`` to ``activity_max`` s each): when it is triggered, the engine of every
+    later activity subscribes to its predecessor's completion in this instance, and drops that
+    subscription once its own activity has completed. A share ``monitored`` of the processes
+    has a monitor client subscribing to all of its completions; ``auditors`` clients (one per
+    domain in turn) subscribe to every trigger for ``audit_length`` s every
+    ``audit_interval`` s (each with its own phase)."""
+    if not 0 <= monitored <= 1:
+        raise ValueError(f"monitored: expected a share in [0, 1], got {monitored!r}")
+    activities = (small_activities, medium_activities, large_activities)
+    if min(activities) < 1 or min(small, medium, large) < 0:
+        raise ValueError(f"expected processes >= 0 of activities >= 1, got {activities!r} activities")
+    if not (0 < trigger_min <= trigger_max and 0 < activity_min <= activity_max and 0 < audit_length <= audit_interval):
+        raise ValueError("expected 0 < trigger_min <= trigger_max, 0 < activity_min <= activity_max and "
+                         "0 < audit_length <= audit_interval")
+    rng = rng_for(seed, "workflow")
+    domains = _workflow_domains(graph, brokers)
+    engines = {d: [(f"eng-{d}-{e}", edges[e % len(edges)]) for e in range(engines_per_domain)]
+               for d, (_, edges) in domains.items()}
+    everywhere = [engine for d in sorted(engines) for engine in engines[d]]
+    records = [{"t": 0.0, "op": "advertise", "client": name, "broker": broker, "id": f"ADV-{name}",
+                "filter": "[class,eq,'ACTIVITY'],[process,str-prefix,'P'],[instance,>=,0],[activity,>=,0]"}
+               for name, broker in everywhere]
+    sizes = [(0, activities[0])] * small + [(1, activities[1])] * medium + [(2, activities[2])] * large
+    for p, (kind, length) in enumerate(sizes):
+        domain = rng.choice(sorted(domains))
+        if kind == 0:
+            steps = [rng.choice(engines[domain])] * length
+        else:
+            pool = engines[domain] if kind == 1 else everywhere
+            steps = [rng.choice(pool) for _ in range(length)]
+        records += _workflow_process(rng, p, steps, domains[domain][0], rng.random() < monitored, brokers,
+                                     (trigger_min, trigger_max), (activity_min, activity_max), duration)
+    cores = [core for core, _ in domains.values()]
+    for a in range(auditors):
+        phase = rng.uniform(0, audit_interval)
+        for r, t in enumerate(_periodic(phase, audit_interval, duration - audit_length)):
+            fields = {"client": f"auditor{a}", "id": f"AUD{a}.{r}"}
+            records.append({"t": round(t, 6), "op": "subscribe", "broker": cores[a % len(cores)],
+                            "filter": "[class,eq,'TRIGGER']", **fields})
+            records.append({"t": round(t + audit_length, 6), "op": "unsubscribe", **fields})
+    records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
+    return records
+
+
+def _workflow_domains(graph, brokers: list[str]) -> dict[int, tuple[str, list[str]]]:
+    """Per domain (the overlay's ``region``), its core and its edge brokers (without regions:
+    one domain, the first broker as core and every broker as an edge)."""
+    roles = {n: graph.nodes[n] for n in sorted(graph)} if graph is not None else {}
+    if not any("region" in attrs for attrs in roles.values()):
+        return {1: (sorted(brokers)[0], sorted(brokers))}
+    domains: dict[int, tuple[str, list[str]]] = {}
+    for name, attrs in roles.items():
+        core, edges = domains.setdefault(attrs["region"], ("", []))
+        if attrs.get("role") == "core":
+            domains[attrs["region"]] = (name, edges)
+        elif attrs.get("role") == "edge":
+            edges.append(name)
+    return dict(sorted(domains.items()))
+
+
+def _periodic(phase: float, period: float, until: float) -> list[float]:
+    return [phase + k * period for k in range(max(0, math.ceil((until - phase) / period)))]
+
+
+def _workflow_process(rng, p: int, steps: list, core: str, monitored: bool, brokers: list[str],
+                      trigger_period: tuple, activity_time: tuple, duration: float) -> list[dict]:
+    """The records of process ``P<p>``: its deployment and every instance that completes by
+    ``duration``; ``steps`` are the (engine, broker) of its activities in order."""
+    source, first = f"trg-P{p}", steps[0]
+    records = [
+        {"t": 0.0, "op": "advertise", "client": source, "broker": core, "id": f"ADV-{source}",
+         "filter": f"[class,eq,'TRIGGER'],[process,eq,'P{p}'],[instance,>=,0]"},
+        {"t": 0.5, "op": "subscribe", "client": first[0], "broker": first[1], "id": f"TRG-P{p}",
+         "filter": f"[class,eq,'TRIGGER'],[process,eq,'P{p}']"},
+    ]
+    if monitored:
+        records.append({"t": 0.5, "op": "subscribe", "client": f"mon-P{p}", "broker": rng.choice(brokers),
+                        "id": f"MON-P{p}", "filter": f"[class,eq,'ACTIVITY'],[process,eq,'P{p}']"})
+    period = rng.uniform(*trigger_period)
+    t = 1.0 + rng.uniform(0, period)
+    instance = 0
+    while True:
+        done = list(itertools.accumulate(rng.uniform(*activity_time) for _ in steps))
+        if t + done[-1] >= duration:
+            return records
+        records.append({"t": round(t, 6), "op": "publish", "client": source, "id": f"T{p}.{instance}",
+                        "content": f"[class,'TRIGGER'],[process,'P{p}'],[instance,{instance}]"})
+        for a, (engine, _) in enumerate(steps):
+            if a > 0:
+                wait = {"client": engine, "id": f"W{p}.{instance}.{a}"}
+                records.append({"t": round(t + 0.1, 6), "op": "subscribe", **wait, "filter": (
+                    f"[class,eq,'ACTIVITY'],[process,eq,'P{p}'],[instance,=,{instance}],[activity,=,{a - 1}]")})
+                records.append({"t": round(t + done[a], 6), "op": "unsubscribe", **wait})
+            records.append({"t": round(t + done[a], 6), "op": "publish", "client": engine,
+                            "id": f"E{p}.{instance}.{a}",
+                            "content": f"[class,'ACTIVITY'],[process,'P{p}'],[instance,{instance}],[activity,{a}]"})
+        t += period
+        instance += 1
+
+
 @generator("zipf_groups")
 def zipf_groups(
     brokers: list[str],
