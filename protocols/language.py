@@ -248,8 +248,25 @@ def _check_types_agree(predicates: list[Predicate], what: str) -> None:
             )
 
 
+# a publication of plain terms, no spaces: names, quoted strings without brackets or commas,
+# numbers of up to 15 digits before and after the point (finite, exact as the careful parser
+# reads them); anything else takes the careful path, which also names what is wrong
+_PLAIN_TERM = r"\[([^\[\]',\s]+),('[^'\[\],]*'|[+-]?\d{1,15}(?:\.\d{1,15})?)\]"
+_PLAIN_PUBLICATION = re.compile(rf"{_PLAIN_TERM}(?:,{_PLAIN_TERM})*")
+_PLAIN_TERMS = re.compile(_PLAIN_TERM)
+
+
 def parse_publication(text: str) -> Publication:
     """Parse a publication ``[attr,value],...``."""
+    if _PLAIN_PUBLICATION.fullmatch(text):
+        items = [(attr, raw[1:-1] if raw[0] == "'" else float(raw) if "." in raw else int(raw))
+                 for attr, raw in _PLAIN_TERMS.findall(text)]
+        if len({attr for attr, _ in items}) == len(items):
+            return Publication(tuple(items))
+    return _parse_publication_carefully(text)
+
+
+def _parse_publication_carefully(text: str) -> Publication:
     items: list[tuple[str, Value]] = []
     seen: set[str] = set()
     for number, (position, inner) in enumerate(_split_terms(text, "publication"), start=1):

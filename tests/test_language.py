@@ -1,5 +1,6 @@
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocols.language import (
     Filter,
@@ -10,6 +11,7 @@ from protocols.language import (
     parse_filter,
     parse_publication,
 )
+from protocols.language import _parse_publication_carefully
 
 from .strategies import any_filters, filters, publications
 
@@ -61,6 +63,23 @@ def test_malformed_publications_name_the_place(text, message):
     with pytest.raises(ValueError) as info:
         parse_publication(text)
     assert message in str(info.value)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "x%y", "volume"]), st.one_of(
+    st.integers(-10**16, 10**16), st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 4)),
+    st.text("ab ,[]'xy", max_size=4))), min_size=1, max_size=4), st.sampled_from(["", " "]))
+def test_plain_publications_parse_as_the_careful_parser_reads_them(terms, space):
+    """The fast path for plain publications gives exactly what the careful parser gives, and
+    anything else (spaces, duplicates, odd strings) the careful parser's answer or error."""
+    text = ",".join(f"[{attr},{space}{value!r}]" if isinstance(value, str) else f"[{attr},{space}{value}]"
+                    for attr, value in terms)
+    results = []
+    for parse in (parse_publication, _parse_publication_carefully):
+        try:
+            results.append([(a, type(v), v) for a, v in parse(text).items])
+        except ValueError as exc:
+            results.append(str(exc))
+    assert results[0] == results[1]
 
 
 def test_padres_examples_and_attribute_names():

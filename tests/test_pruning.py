@@ -6,7 +6,7 @@ import pytest
 import topologies
 from protocols.pruning import PruningSettings, WindowEntry, critical_distance
 from protocols.stack import make_broker
-from workloads.generators import covering_degree, mobile_rush_hour, random_mix
+from workloads.generators import covering_degree, mobile_rush_hour, random_mix, workflow
 
 from .oracle import Pump, expected_deliveries
 from .test_broker import OVERLAYS
@@ -211,5 +211,20 @@ def test_mobile_rush_hour_delivers_exactly(stack):
     expected = expected_deliveries(records)
     assert len(pump.deliveries) == len(set(pump.deliveries))
     assert set(pump.deliveries) == expected and len(expected) > 300
+    if stack != "active":
+        check_covering_tables(pump)
+
+
+@pytest.mark.parametrize("stack", ["active", *VARIANTS])
+def test_workflow_delivers_exactly(stack):
+    """Per-instance subscriptions come and go under monitors and auditors that cover them."""
+    graph = topologies.regions(regions=4, inner_per_region=3, edges_per_inner=2)
+    records = workflow(sorted(graph), graph, seed=2, small=6, medium=6, large=3, trigger_min=10.0, trigger_max=20.0,
+                       audit_interval=30.0, audit_length=10.0, duration=80.0)
+    pump = Pump(graph, {"covering": "active"} if stack == "active" else protocol(stack)).run(records)
+    expected = expected_deliveries(records)
+    assert len(pump.deliveries) == len(set(pump.deliveries))
+    assert set(pump.deliveries) == expected and len(expected) > 500
+    assert {sub[0] for _, sub in expected} == {"T", "M", "A", "W"}  # triggers, monitors, auditors, waits
     if stack != "active":
         check_covering_tables(pump)

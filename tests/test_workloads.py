@@ -7,7 +7,7 @@ import pytest
 import topologies
 from protocols.index import FilterIndex
 from protocols.language import matches, parse_filter, parse_publication
-from workloads.generators import covering_degree, mobile_monitors, mobile_rush_hour, zipf_groups
+from workloads.generators import covering_degree, mobile_monitors, mobile_rush_hour, workflow, zipf_groups
 from workloads.stockquotes import stock_quotes
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -214,3 +214,49 @@ def test_mobile_rush_hour_commutes_stays_and_wanders_in_the_rush_hours():
     assert [r["t"] for r in records] == sorted(r["t"] for r in records)
     with pytest.raises(ValueError, match="rush hours"):
         mobile_rush_hour(sorted(graph), graph, subscribers=10, morning_start=2500.0, morning_end=2600.0)
+
+
+def test_workflow_processes_run_their_activities_on_their_engines():
+    graph = topologies.regions(regions=4, inner_per_region=3, edges_per_inner=2)
+    records = workflow(sorted(graph), graph, seed=3, small=10, medium=10, large=5, trigger_min=20.0, trigger_max=40.0,
+                       audit_interval=100.0, audit_length=30.0, duration=400.0)
+    assert [r["t"] for r in records] == sorted(r["t"] for r in records)
+    engine_at = {r["client"]: r["broker"] for r in records if r["client"].startswith("eng-") and "broker" in r}
+    assert len(engine_at) == 24 and all(graph.nodes[b]["role"] == "edge" for b in engine_at.values())
+    completions: dict[str, dict[int, list[tuple[int, str, float]]]] = {}
+    for r in records:
+        if r["op"] == "publish" and r["id"].startswith("E"):
+            process, instance, activity = r["id"][1:].split(".")
+            completions.setdefault(process, {}).setdefault(int(instance), []).append((int(activity), r["client"], r["t"]))
+    assert len(completions) == 25
+    for process, instances in completions.items():
+        size = len(instances[0])
+        assert size == (3 if int(process) < 10 else 10 if int(process) < 20 else 26)
+        for steps in instances.values():  # every instance runs the same activities in order, to the end
+            assert [a for a, _, _ in steps] == list(range(size)) and [t for _, _, t in steps] == sorted(t for _, _, t in steps)
+            assert [e for _, e, _ in steps] == [e for _, e, _ in instances[0]]
+        engines = {e for _, e, _ in instances[0]}
+        domains = {graph.nodes[engine_at[e]]["region"] for e in engines}
+        if int(process) < 10:
+            assert len(engines) == 1
+        elif int(process) < 20:
+            assert len(domains) == 1
+    assert any(len({graph.nodes[engine_at[e]]["region"] for _, e, _ in completions[str(p)][0]}) > 1 for p in range(20, 25))
+    waits = {r["id"]: r for r in records if r["id"].startswith("W")}
+    for wait_id, r in waits.items():  # each later activity waits for its predecessor in its instance only
+        process, instance, activity = wait_id[1:].split(".")
+        f = parse_filter(r["filter"]) if r["op"] == "subscribe" else None
+        if f is not None:
+            before = next(x for x in records if x["id"] == f"E{process}.{instance}.{int(activity) - 1}")
+            assert matches(f, parse_publication(before["content"])) and r["client"] == completions[process][int(instance)][int(activity)][1]
+    unsubscribed = [r for r in records if r["op"] == "unsubscribe" and r["id"].startswith("W")]
+    assert len(unsubscribed) == sum(r["op"] == "subscribe" and r["id"].startswith("W") for r in records)
+    monitors = [r for r in records if r["op"] == "subscribe" and r["id"].startswith("MON")]
+    assert 3 <= len(monitors) <= 13  # 30% of 25
+    audits = [r for r in records if r["client"].startswith("auditor")]
+    assert {r["client"] for r in audits} == {f"auditor{a}" for a in range(4)}
+    for a in range(4):
+        times = [r["t"] for r in audits if r["client"] == f"auditor{a}"]
+        assert len(times) in (6, 8) and all(round(b - a, 6) == 30.0 for a, b in zip(times[::2], times[1::2]))
+    with pytest.raises(ValueError, match="monitored"):
+        workflow(sorted(graph), graph, monitored=1.5)

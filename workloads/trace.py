@@ -82,6 +82,7 @@ def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
     known_brokers = set(brokers)
     clients: dict[str, _Client] = {}
     used_ids: dict[str, set[str]] = {"adv": set(), "sub": set(), "pub": set()}
+    filters: dict[str, object] = {}  # text -> parsed filter: generators repeat theirs (filters are immutable)
     injections: list[Injection] = []
     last_t = 0
     for where, record in records:
@@ -106,7 +107,7 @@ def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
             if op == "move":
                 _move(client, name, record["broker"], t_us, inject)
             else:
-                inject(client.broker, _operation(op, record, client, name, t_us, used_ids))
+                inject(client.broker, _operation(op, record, client, name, t_us, used_ids, filters))
         except ValueError as exc:
             raise InputError(f"{where}: {exc}") from None
     return injections
@@ -132,14 +133,17 @@ def _check_record(where: str, record: dict, last_t: float, brokers: set) -> floa
     return t
 
 
-def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, used_ids) -> Message:
+def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, used_ids, filters: dict) -> Message:
     op_id = record["id"]
     if op in ("advertise", "subscribe"):
         kind = "adv" if op == "advertise" else "sub"
         if op_id in used_ids[kind]:
             raise ValueError(f"{op} id {op_id!r} was used before")
         used_ids[kind].add(op_id)
-        message = Message(kind, op_id, client.gen, filter=parse_filter(record["filter"]), client=name)
+        text = record["filter"]
+        if text not in filters:
+            filters[text] = parse_filter(text)
+        message = Message(kind, op_id, client.gen, filter=filters[text], client=name)
         (client.advs if kind == "adv" else client.subs)[op_id] = message
         return message
     if op == "publish":
