@@ -26,14 +26,6 @@ SETUP = "run.pkl"
 COMPLETE = "complete.json"
 
 
-class HostLost(RuntimeError):
-    """A host actor died: its process was killed or its node is gone (not an error of its own)."""
-
-    def __init__(self, host: int, cause: BaseException) -> None:
-        super().__init__(f"host {host} lost: {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}")
-        self.host = host
-
-
 @dataclass
 class Checkpoint:
     epoch: int

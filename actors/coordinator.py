@@ -30,7 +30,7 @@ from protocols.stack import broker_class
 from workloads.oracle import expected_subscribers
 from workloads.trace import Injection
 
-from .checkpoints import Checkpoint, Checkpoints, HostLost
+from .checkpoints import Checkpoint, Checkpoints
 from .costs import CostModel
 from .engine import Settings
 from .faults import FaultSchedule
@@ -302,6 +302,14 @@ class _LocalTransport:
 
     def close(self) -> None:
         pass
+
+
+class HostLost(RuntimeError):
+    """A host actor died: its process was killed or its node is gone (not an error of its own)."""
+
+    def __init__(self, host: int, cause: BaseException) -> None:
+        super().__init__(f"host {host} lost: {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}")
+        self.host = host
 
 
 class _RayTransport:

@@ -21,7 +21,7 @@ def is_uri(location) -> bool:
 
 
 class RunDir:
-    """One run directory; ``location`` as the user gave it (a path or a URI)."""
+    """One run directory; ``location`` is a URI as the user gave it, or an absolute path."""
 
     def __init__(self, location: str | Path) -> None:
         self.location = str(location) if is_uri(location) else os.path.abspath(location)  # the same on every host
