@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the project importable
@@ -23,7 +22,10 @@ from analysis import metrics, plots  # noqa: E402
 from analysis.report import write_report  # noqa: E402
 from analysis.runs import RunError, check_runs, read_tables  # noqa: E402
 
-METRIC_THREADS = 4  # metrics computed at once
+SMALL_RUN_EVENTS = 2_000_000  # below this many events over all runs, the small-run settings
+SMALL_RUN_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
+# for the driver JVM where it starts (spark-submit's command line, see experiments/cli.py)
+SMALL_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analysis: error: --bucket {args.bucket}: must be positive", file=sys.stderr)
         return 2
     bucket_us = default_bucket_us(runs) if args.bucket is None else int(args.bucket * 1_000_000)
-    spark = _spark()
+    spark = _spark(small=is_small(runs))
     try:
         analyse(spark, runs, args.out, bucket_us)
     finally:
@@ -61,7 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _spark():
+def is_small(runs) -> bool:
+    """Whether the runs are small enough that the JVM warming up and per-stage overhead, not
+    the data, take the time: then the driver JVM compiles with C1 only (``SMALL_RUN_JAVA_OPTIONS``)
+    and queries shuffle into one partition without adaptive planning (bench/RESULTS.md)."""
+    return sum(int(run.manifest.get("events") or 0) for run in runs) < SMALL_RUN_EVENTS
+
+
+def _spark(small: bool = False):
+    """A Spark session, local unless spark-submit named a master."""
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -69,7 +79,10 @@ def _spark():
     if not SparkConf().contains("spark.master"):
         builder = builder.master("local[*]")
     builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-    spark = builder.config("spark.sql.shuffle.partitions", "8").getOrCreate()
+    settings = SMALL_RUN_SETTINGS if small else {"spark.sql.shuffle.partitions": "8"}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -113,25 +126,18 @@ def analyse(spark, runs, out: Path, bucket_us: int) -> None:
     }
     out.mkdir(parents=True, exist_ok=True)
     collected = {}
-    # Spark runs jobs from several threads at once: on small runs most of a metric's time is
-    # the driver's planning and per-stage overhead, which then overlaps
-    with ThreadPoolExecutor(max_workers=METRIC_THREADS) as pool:
-        arrows = pool.map(_timed_arrow, computed.values())
-        for name, (table, seconds) in zip(computed, arrows):
-            folder = out / "tables" / name
-            folder.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, folder / "part-0.parquet")
-            collected[name] = table.to_pylist()
-            print(f"analysis: {name}: {table.num_rows:,} rows in {seconds:.1f} s", file=sys.stderr)
+    for name, frame in computed.items():
+        started = time.perf_counter()
+        table = frame.toArrow()
+        folder = out / "tables" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, folder / "part-0.parquet")
+        collected[name] = table.to_pylist()
+        print(f"analysis: {name}: {table.num_rows:,} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     metrics.queue_per_broker(tables).write.mode("overwrite").parquet(str(out / "tables" / "queue_per_broker"))
     core = _core(metrics.core_order(tables), runs)
     figures = _figures(collected, core, [r.label for r in runs], out)
     write_report(out, runs, collected, figures, bucket_us)
-
-
-def _timed_arrow(frame):
-    started = time.perf_counter()
-    return frame.toArrow(), time.perf_counter() - started
 
 
 def _core(orders: dict[str, list[str]], runs) -> list[str]:

@@ -176,12 +176,15 @@ def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: st
     if not runs:
         raise InputError("analyze: the sweep directories given hold no complete point")
     try:
-        check_runs(runs)  # fail fast, before a JVM starts
+        checked = check_runs(runs)  # fail fast, before a JVM starts
     except RunError as exc:
         raise InputError(str(exc)) from None
     spark_home = Path(importlib.util.find_spec("pyspark").submodule_search_locations[0])
     command = [str(spark_home / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
-               "--conf", "spark.log.level=WARN", analysis.job.__file__, *map(str, runs), "--out", str(out)]
+               "--conf", "spark.log.level=WARN", "--conf", "spark.ui.enabled=false"]
+    if analysis.job.is_small(checked):
+        command += ["--driver-java-options", analysis.job.SMALL_RUN_JAVA_OPTIONS]
+    command += [analysis.job.__file__, *map(str, runs), "--out", str(out)]
     if bucket is not None:
         command += ["--bucket", str(bucket)]
     return subprocess.run(command).returncode
