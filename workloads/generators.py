@@ -528,7 +528,7 @@ def _workflow_domains(graph, brokers: list[str]) -> dict[int, tuple[str, list[st
         return {1: (sorted(brokers)[0], sorted(brokers))}
     domains: dict[int, tuple[str, list[str]]] = {}
     for name, attrs in roles.items():
-        core, edges = domains.setdefault(attrs["region"], ("", []))
+        _, edges = domains.setdefault(attrs["region"], ("", []))
         if attrs.get("role") == "core":
             domains[attrs["region"]] = (name, edges)
         elif attrs.get("role") == "edge":

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocols.errors import InputError
-from protocols.language import parse_filter, parse_publication
+from protocols.language import Filter, parse_filter, parse_publication
 from protocols.messages import Message
 
 OPS = ("advertise", "subscribe", "publish", "unsubscribe", "unadvertise", "move")
@@ -82,7 +82,7 @@ def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
     known_brokers = set(brokers)
     clients: dict[str, _Client] = {}
     used_ids: dict[str, set[str]] = {"adv": set(), "sub": set(), "pub": set()}
-    filters: dict[str, object] = {}  # text -> parsed filter: generators repeat theirs (filters are immutable)
+    filters: dict[str, Filter] = {}  # text -> parsed filter: generators repeat theirs (filters are immutable)
     injections: list[Injection] = []
     last_t = 0
     for where, record in records:
