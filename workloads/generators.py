@@ -484,9 +484,9 @@ def workflow(
     ``audit_interval`` s (each with its own phase)."""
     if not 0 <= monitored <= 1:
         raise ValueError(f"monitored: expected a share in [0, 1], got {monitored!r}")
-    activities = (small_activities, medium_activities, large_activities)
-    if min(activities) < 1 or min(small, medium, large) < 0:
-        raise ValueError(f"expected processes >= 0 of activities >= 1, got {activities!r} activities")
+    if min(small_activities, medium_activities, large_activities) < 1 or min(small, medium, large) < 0:
+        raise ValueError(f"expected processes >= 0 of activities >= 1, got {small}, {medium}, {large} processes "
+                         f"of {small_activities}, {medium_activities}, {large_activities} activities")
     if not (0 < trigger_min <= trigger_max and 0 < activity_min <= activity_max and 0 < audit_length <= audit_interval):
         raise ValueError("expected 0 < trigger_min <= trigger_max, 0 < activity_min <= activity_max and "
                          "0 < audit_length <= audit_interval")
@@ -498,7 +498,7 @@ def workflow(
     records = [{"t": 0.0, "op": "advertise", "client": name, "broker": broker, "id": f"ADV-{name}",
                 "filter": "[class,eq,'ACTIVITY'],[process,str-prefix,'P'],[instance,>=,0],[activity,>=,0]"}
                for name, broker in everywhere]
-    sizes = [(0, activities[0])] * small + [(1, activities[1])] * medium + [(2, activities[2])] * large
+    sizes = [(0, small_activities)] * small + [(1, medium_activities)] * medium + [(2, large_activities)] * large
     for p, (kind, length) in enumerate(sizes):
         domain = rng.choice(sorted(domains))
         if kind == 0:
@@ -526,14 +526,12 @@ def _workflow_domains(graph, brokers: list[str]) -> dict[int, tuple[str, list[st
     roles = {n: graph.nodes[n] for n in sorted(graph)} if graph is not None else {}
     if not any("region" in attrs for attrs in roles.values()):
         return {1: (sorted(brokers)[0], sorted(brokers))}
-    domains: dict[int, tuple[str, list[str]]] = {}
+    cores = {attrs["region"]: name for name, attrs in roles.items() if attrs.get("role") == "core"}
+    edges: dict[int, list[str]] = {}
     for name, attrs in roles.items():
-        _, edges = domains.setdefault(attrs["region"], ("", []))
-        if attrs.get("role") == "core":
-            domains[attrs["region"]] = (name, edges)
-        elif attrs.get("role") == "edge":
-            edges.append(name)
-    return dict(sorted(domains.items()))
+        if attrs.get("role") == "edge":
+            edges.setdefault(attrs["region"], []).append(name)
+    return {domain: (cores[domain], edges[domain]) for domain in sorted(cores)}
 
 
 def _periodic(phase: float, period: float, until: float) -> list[float]:

@@ -133,7 +133,7 @@ def _check_record(where: str, record: dict, last_t: float, brokers: set) -> floa
     return t
 
 
-def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, used_ids, filters: dict) -> Message:
+def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, used_ids, filters: dict[str, Filter]) -> Message:
     op_id = record["id"]
     if op in ("advertise", "subscribe"):
         kind = "adv" if op == "advertise" else "sub"
