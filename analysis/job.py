@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the project importable
@@ -24,8 +25,9 @@ from analysis.runs import RunError, check_runs, read_tables  # noqa: E402
 
 SMALL_RUN_EVENTS = 2_000_000  # below this many events over all runs, the small-run settings
 SMALL_RUN_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
-# for the driver JVM where it starts (spark-submit's command line, see experiments/cli.py)
+# for the driver JVM where it starts (spark-submit's command line, see analysis/submit.py)
 SMALL_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SMALL_RUN_QUERIES_AT_ONCE = 3  # a query on little data keeps one core busy planning, the other idle
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,9 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analysis: error: --bucket {args.bucket}: must be positive", file=sys.stderr)
         return 2
     bucket_us = default_bucket_us(runs) if args.bucket is None else int(args.bucket * 1_000_000)
-    spark = _spark(small=is_small(runs))
+    small = is_small(runs)
+    spark = _spark(small)
     try:
-        analyse(spark, runs, args.out, bucket_us)
+        analyse(spark, runs, args.out, bucket_us, small)
     finally:
         spark.stop()
     print(args.out / "report.md")
@@ -66,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 def is_small(runs) -> bool:
     """Whether the runs are small enough that the JVM warming up and per-stage overhead, not
     the data, take the time: then the driver JVM compiles with C1 only (``SMALL_RUN_JAVA_OPTIONS``)
-    and queries shuffle into one partition without adaptive planning (bench/RESULTS.md)."""
+    on a smaller heap, and queries shuffle into one partition without adaptive planning, several
+    at once (bench/RESULTS.md)."""
     return sum(int(run.manifest.get("events") or 0) for run in runs) < SMALL_RUN_EVENTS
 
 
@@ -87,57 +91,68 @@ def _spark(small: bool = False):
     return spark
 
 
-def analyse(spark, runs, out: Path, bucket_us: int) -> None:
-    """Compute every metric, write its table, draw the figures and write the report."""
+def analyse(spark, runs, out: Path, bucket_us: int, small: bool = False) -> None:
+    """Compute every metric, write its table, draw the figures and write the report.
+    Queries run while later ones are planned; ``small``: several at once (see ``is_small``)."""
     tables = metrics.with_derived(read_tables(spark, runs), bucket_us)
     tables["samples"] = tables["samples"].cache()
-    per_broker = metrics.forwarding(tables).cache()
-    by_role = metrics.forwarding_by_role(per_broker).cache()
-    arrivals = metrics.queue_at_arrivals(tables).cache()
-    peaks = metrics.queue_peaks(tables, arrivals, bucket_us).cache()
-    by_broker = metrics.messages_by_broker(tables).cache()
-    load = metrics.broker_load(tables, by_broker, {r.label: r.sim_end_us for r in runs}).cache()
-    moves = metrics.migrations(tables).cache()
-    moved = metrics.relocation(tables, by_broker, load, moves).cache()
-    trees = metrics.multitree(tables, runs).cache()
-    pubs = metrics.completeness(tables).cache()
-    computed = {
-        "delay_over_time": metrics.delay_over_time(tables, bucket_us),
-        "delay_distribution": metrics.delay_distribution(tables),
-        "delay_by_pair": metrics.delay_by_pair(tables),
-        "queue_over_time": metrics.queue_over_time(tables),
-        "queue_at_arrivals": arrivals,
-        "queue_peaks": peaks,
-        "table_size_over_time": metrics.table_size_over_time(tables),
-        "links_over_time": metrics.links_over_time(tables),
-        "messages_by_broker": by_broker,
-        "broker_load": load,
-        "migrations": moves,
-        "relocation": moved,
-        "multitree": trees,
-        "hop_counts": metrics.hop_counts(tables),
-        "throughput": metrics.throughput(tables, bucket_us),
-        "forwarding": per_broker,
-        "forwarding_by_role": by_role,
-        "drops": metrics.drops(tables),
-        "faults": metrics.faults(tables, pubs),
-        "completeness_over_time": metrics.completeness_over_time(pubs, bucket_us),
-        "summary": metrics.summary(tables, runs, by_broker, peaks, by_role, moved, trees),
-    }
     out.mkdir(parents=True, exist_ok=True)
-    collected = {}
-    for name, frame in computed.items():
-        started = time.perf_counter()
-        table = frame.toArrow()
-        folder = out / "tables" / name
-        folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, folder / "part-0.parquet")
-        collected[name] = table.to_pylist()
-        print(f"analysis: {name}: {table.num_rows:,} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    metrics.queue_per_broker(tables).write.mode("overwrite").parquet(str(out / "tables" / "queue_per_broker"))
-    core = _core(metrics.core_order(tables), runs)
+    with ThreadPoolExecutor(SMALL_RUN_QUERIES_AT_ONCE if small else 1) as pool:
+        running = {}
+
+        def start(name: str, frame) -> None:
+            running[name] = pool.submit(_collect, name, frame, out)
+
+        # first the metrics of the tables alone, while the shared intermediate results are planned
+        start("delay_over_time", metrics.delay_over_time(tables, bucket_us))
+        start("delay_distribution", metrics.delay_distribution(tables))
+        start("delay_by_pair", metrics.delay_by_pair(tables))
+        start("queue_over_time", metrics.queue_over_time(tables))
+        start("table_size_over_time", metrics.table_size_over_time(tables))
+        start("links_over_time", metrics.links_over_time(tables))
+        start("hop_counts", metrics.hop_counts(tables))
+        start("throughput", metrics.throughput(tables, bucket_us))
+        start("drops", metrics.drops(tables))
+        queue_files = pool.submit(metrics.queue_per_broker(tables).write.mode("overwrite").parquet,
+                                  str(out / "tables" / "queue_per_broker"))
+        arrivals = metrics.queue_at_arrivals(tables).cache()
+        start("queue_at_arrivals", arrivals)
+        peaks = metrics.queue_peaks(tables, arrivals, bucket_us).cache()
+        start("queue_peaks", peaks)
+        by_broker = metrics.messages_by_broker(tables).cache()
+        start("messages_by_broker", by_broker)
+        load = metrics.broker_load(tables, by_broker, {r.label: r.sim_end_us for r in runs}).cache()
+        start("broker_load", load)
+        moves = metrics.migrations(tables).cache()
+        start("migrations", moves)
+        moved = metrics.relocation(tables, by_broker, load, moves).cache()
+        start("relocation", moved)
+        trees = metrics.multitree(tables, runs).cache()
+        start("multitree", trees)
+        per_broker = metrics.forwarding(tables).cache()
+        start("forwarding", per_broker)
+        by_role = metrics.forwarding_by_role(per_broker).cache()
+        start("forwarding_by_role", by_role)
+        pubs = metrics.completeness(tables, runs).cache()
+        start("faults", metrics.faults(tables, pubs, runs))
+        start("completeness_over_time", metrics.completeness_over_time(pubs, bucket_us))
+        start("summary", metrics.summary(tables, runs, by_broker, peaks, by_role, moved, trees))
+        core = _core(metrics.core_order(tables), runs)
+    queue_files.result()
+    collected = {name: result.result() for name, result in running.items()}
     figures = _figures(collected, core, [r.label for r in runs], out)
     write_report(out, runs, collected, figures, bucket_us)
+
+
+def _collect(name: str, frame, out: Path) -> list[dict]:
+    """``frame``'s rows, also written to ``out/tables/name``."""
+    started = time.perf_counter()
+    table = frame.toArrow()
+    folder = out / "tables" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, folder / "part-0.parquet")
+    print(f"analysis: {name}: {table.num_rows:,} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return table.to_pylist()
 
 
 def _core(orders: dict[str, list[str]], runs) -> list[str]:

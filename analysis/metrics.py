@@ -57,6 +57,23 @@ def _ratio(numerator: str, denominator: str):
     return F.when(F.col(denominator) != 0, F.col(numerator) / F.col(denominator))
 
 
+def _nothing(frame: DataFrame) -> DataFrame:
+    """``frame``'s columns and no rows, without running it: Spark plans a limit of 0 as an
+    empty relation (a metric of a feature no run uses costs no job)."""
+    return frame.limit(0)
+
+
+def _scenario_key(runs, *keys: str) -> bool:
+    """Whether some run's resolved scenario sets the nested key ``keys``."""
+    for run in runs:
+        value = run.manifest.get("scenario") or {}
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value:
+            return True
+    return False
+
+
 def _bucket(column: str, bucket_us: int):
     return (F.floor(F.col(column) / bucket_us) * bucket_us / US).alias("t_s")
 
@@ -232,10 +249,11 @@ def multitree(t: dict, runs) -> DataFrame:
         F.max_by(F.when(F.col("installed") == "true", F.col("clusters")),
                  F.when(F.col("installed") == "true", F.col("t_us"))).alias("clusters"),
         F.sum("trees_computed").alias("trees_computed"))
-    return (runs_frame.join(publications, "run", "left").join(copies, "run", "left").join(plans, "run", "left")
-            .fillna(0, ["copies", "planned_copies", "plans_computed", "plans_installed"])
-            .withColumn("copies_per_publication", _ratio("copies", "publications"))
-            .withColumn("planned_copies_per_publication", _ratio("planned_copies", "planned_publications")))
+    frame = (runs_frame.join(publications, "run", "left").join(copies, "run", "left").join(plans, "run", "left")
+             .fillna(0, ["copies", "planned_copies", "plans_computed", "plans_installed"])
+             .withColumn("copies_per_publication", _ratio("copies", "publications"))
+             .withColumn("planned_copies_per_publication", _ratio("planned_copies", "planned_publications")))
+    return frame if info else _nothing(frame)
 
 
 def hop_counts(t: dict) -> DataFrame:
@@ -421,14 +439,16 @@ def drops(t: dict) -> DataFrame:
     return m.where(m.dropped).groupBy("run", "cause", "kind").agg(F.count(F.lit(1)).alias("dropped"))
 
 
-def completeness(t: dict) -> DataFrame:
-    """Per publication the oracle expects anything of (runs with faults): its subscribers,
-    those delivered, those missing, and when its last delivery happened."""
+def completeness(t: dict, runs) -> DataFrame:
+    """Per publication the oracle expects anything of (runs with faults: the runtime writes
+    ``expected`` only for those): its subscribers, those delivered, those missing, and when
+    its last delivery happened."""
     delivered = t["deliveries"].groupBy("run", "pub_id").agg(
         F.countDistinct("sub_id").alias("delivered"), F.max("t_deliver_us").alias("last_delivery_us"))
-    return (t["expected"].where(F.col("subscribers") > 0).join(delivered, ["run", "pub_id"], "left")
-            .fillna(0, ["delivered"])
-            .withColumn("missing", F.greatest(F.col("subscribers") - F.col("delivered"), F.lit(0))))
+    frame = (t["expected"].where(F.col("subscribers") > 0).join(delivered, ["run", "pub_id"], "left")
+             .fillna(0, ["delivered"])
+             .withColumn("missing", F.greatest(F.col("subscribers") - F.col("delivered"), F.lit(0))))
+    return frame if _scenario_key(runs, "faults") else _nothing(frame)
 
 
 def completeness_over_time(pubs: DataFrame, bucket_us: int) -> DataFrame:
@@ -439,13 +459,14 @@ def completeness_over_time(pubs: DataFrame, bucket_us: int) -> DataFrame:
     ).withColumn("delivered_fraction", 1 - F.col("missing") / F.col("expected"))
 
 
-def faults(t: dict, pubs: DataFrame) -> DataFrame:
+def faults(t: dict, pubs: DataFrame, runs) -> DataFrame:
     """Per run and fault: kind, what it hit, start and end (s; end null: to the end of the
     run), the distinct publications dropped while it lasted, the deliveries lost (the
     oracle's subscribers not reached, over the publications from its start until it
     recovered) and ``recovery_s``: from its end until the last delivery of the first
     publication after it that reached every subscriber the oracle expects (null: none did).
-    Faults that overlap share their losses. ``pubs``: the result of ``completeness``."""
+    Faults that overlap share their losses. ``pubs``: the result of ``completeness``; no
+    rows, and no Spark job, when no run's scenario has faults."""
     e = t["events"]
     field = lambda name: F.get_json_object("detail", f"$.{name}")  # noqa: E731
     target = F.coalesce(field("broker"), F.concat_ws(" - ", field("a"), field("b")), F.lit("partition"))
@@ -468,9 +489,10 @@ def faults(t: dict, pubs: DataFrame) -> DataFrame:
                .where((F.col("t_arrive_us") >= F.col("start_us"))
                       & (F.col("t_arrive_us") < F.coalesce(F.col("end_us"), F.lit(2 ** 62))))
                .groupBy("run", "fault").agg(F.countDistinct("msg_id").alias("publications_dropped")))
-    return (spans.join(lost, ["run", "fault"], "left").join(dropped, ["run", "fault"], "left")
-            .fillna(0, ["deliveries_lost", "publications_dropped"])
-            .select("run", "fault", "kind", "target", (F.col("start_us") / US).alias("start_s"),
-                    (F.col("end_us") / US).alias("end_s"), "publications_dropped", "deliveries_lost",
-                    ((F.col("recovered_us") - F.col("end_us")) / US).alias("recovery_s"))
-            .orderBy("run", "fault"))
+    frame = (spans.join(lost, ["run", "fault"], "left").join(dropped, ["run", "fault"], "left")
+             .fillna(0, ["deliveries_lost", "publications_dropped"])
+             .select("run", "fault", "kind", "target", (F.col("start_us") / US).alias("start_s"),
+                     (F.col("end_us") / US).alias("end_s"), "publications_dropped", "deliveries_lost",
+                     ((F.col("recovered_us") - F.col("end_us")) / US).alias("recovery_s"))
+             .orderBy("run", "fault"))
+    return frame if _scenario_key(runs, "faults") else _nothing(frame)

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from actors.storage import RunDir
 
 # The contract columns of each table (DESIGN.md section 9) in Spark DDL, for tables without rows.
@@ -85,12 +88,19 @@ def _manifest(path: RunDir) -> dict:
     return manifest
 
 
+# Tables of a row or a few per broker, written once at the start of a run: read without Spark
+# jobs into local relations (metrics collect them, joins broadcast them).
+STATIC_TABLES = ("brokers", "links")
+
+
 def read_tables(spark, runs: list[Run]) -> dict:
     """One DataFrame per table over all ``runs``, with a ``run`` column."""
     from pyspark.sql import functions as F
 
-    tables = {}
+    tables = {table: _read_static(spark, runs, table) for table in STATIC_TABLES}
     for table, ddl in TABLES.items():
+        if table in STATIC_TABLES:
+            continue
         frames = [_read_table(spark, run.path, table, ddl).withColumn("run", F.lit(run.label)) for run in runs]
         frame = frames[0]
         for other in frames[1:]:
@@ -102,7 +112,30 @@ def read_tables(spark, runs: list[Run]) -> dict:
     return tables
 
 
+def _read_static(spark, runs: list[Run], table: str):
+    """``table`` of every run, read with pyarrow into a local relation (no Spark job)."""
+    columns = [column.split()[0] for column in TABLES[table].split(", ")]
+    parts = []
+    for run in runs:
+        for part in run.path.names(table, "*.parquet"):
+            rows = run.path.read_parquet(f"{table}/{part}").select(columns)
+            parts.append(rows.append_column("run", pa.array([run.label] * rows.num_rows, pa.string())))
+    if not parts:
+        return spark.createDataFrame([], f"{TABLES[table]}, run string")
+    return spark.createDataFrame(pa.concat_tables(parts, promote_options="permissive"))
+
+
 def _read_table(spark, run_dir: RunDir, table: str, ddl: str):
-    if run_dir.names(table, "*.parquet"):
-        return spark.read.option("mergeSchema", "true").parquet(run_dir.spark_path(table))
-    return spark.createDataFrame([], ddl)
+    parts = run_dir.names(table, "*.parquet")
+    if not parts:
+        return spark.createDataFrame([], ddl)
+    return spark.read.schema(_merged_schema(run_dir, table, parts)).parquet(run_dir.spark_path(table))
+
+
+def _merged_schema(run_dir: RunDir, table: str, parts: list[str]):
+    """The union of the parts' columns, read from their footers: what Spark's ``mergeSchema``
+    finds, without the Spark job it runs per table (seconds on a small run)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schemas = [pq.read_schema(run_dir.path(f"{table}/{part}"), filesystem=run_dir.fs) for part in parts]
+    return from_arrow_schema(pa.unify_schemas(schemas))

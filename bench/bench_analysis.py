@@ -47,10 +47,11 @@ def synthetic_run(run_dir: Path, rows: int, seed: int = 1) -> None:
         pq.write_table(deliveries, run_dir / "deliveries" / f"part-00000-0000-{part:06d}.parquet")
     t = np.repeat(np.arange(1, 3601, dtype=np.int64) * 1_000_000, BROKERS)
     queue = rng.poisson(3, t.size).astype(np.int32)
-    samples = pa.table({"t_us": t, "broker": np.tile(names, 3600), "queue_len": queue,
-                        "prt_size": rng.integers(100, 5000, t.size, dtype=np.int32),
-                        "srt_size": np.full(t.size, 40, np.int32),
-                        "busy_us": rng.integers(0, 1_000_000, t.size)}, schema=SCHEMAS["samples"])
+    columns = {"t_us": t, "broker": np.tile(names, 3600), "queue_len": queue,
+               "prt_size": rng.integers(100, 5000, t.size, dtype=np.int32),
+               "srt_size": np.full(t.size, 40, np.int32), "busy_us": rng.integers(0, 1_000_000, t.size)}
+    schema = SCHEMAS["samples"]  # protocol columns (preserved entries, soft links, ...) stay null
+    samples = pa.table([columns.get(f.name, pa.nulls(t.size, f.type)) for f in schema], schema=schema)
     pq.write_table(samples, run_dir / "samples" / "part-00000-0000-999999.parquet")
     manifest = {"name": "synthetic", "seed": seed, "status": "complete", "sim_end_us": HOUR_US,
                 "brokers": BROKERS, "hosts": 1, "events": rows, "scenario": {}}

@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--out", type=Path, default=Path("report"), help="report directory (default: report)")
     analyze.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the run)")
     analyze.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
-    analyze.add_argument("--driver-memory", default="4g", help="Spark driver memory (default: 4g)")
+    analyze.add_argument("--driver-memory", help="Spark driver memory (default: 2g for small runs, 4g otherwise)")
     figure = commands.add_parser("figure", help="run and report one figure of the seed papers")
     figure.add_argument("name", nargs="?", help="the figure (see --list)")
     figure.add_argument("--list", action="store_true", help="name the figures")
@@ -163,13 +163,11 @@ def _analyze(args) -> int:
 
 
 def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: str = "local[*]",
-            driver_memory: str = "4g") -> int:
+            driver_memory: str | None = None) -> int:
     """Run ``analysis/job.py`` with the spark-submit that ships with pyspark, in its own process."""
-    import importlib.util
-    import subprocess
-
     import analysis.job
     from analysis.runs import RunError, check_runs
+    from analysis.submit import run_job
     from experiments.sweep import run_dirs
 
     runs = [run for path in runs for run in run_dirs(path)]  # a sweep directory stands for its points
@@ -179,15 +177,7 @@ def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: st
         checked = check_runs(runs)  # fail fast, before a JVM starts
     except RunError as exc:
         raise InputError(str(exc)) from None
-    spark_home = Path(importlib.util.find_spec("pyspark").submodule_search_locations[0])
-    command = [str(spark_home / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
-               "--conf", "spark.log.level=WARN", "--conf", "spark.ui.enabled=false"]
-    if analysis.job.is_small(checked):
-        command += ["--driver-java-options", analysis.job.SMALL_RUN_JAVA_OPTIONS]
-    command += [analysis.job.__file__, *map(str, runs), "--out", str(out)]
-    if bucket is not None:
-        command += ["--bucket", str(bucket)]
-    return subprocess.run(command).returncode
+    return run_job(runs, analysis.job.is_small(checked), out, bucket, master, driver_memory)
 
 
 def _sweep(args) -> int:

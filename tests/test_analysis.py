@@ -13,6 +13,7 @@ import pytest
 
 from actors.coordinator import run
 from actors.results import read_table, write_table
+from analysis import submit
 from analysis.job import default_bucket_us
 from analysis.metrics import QUANTILE_ACCURACY, overlay_positions
 from analysis.runs import Run
@@ -367,3 +368,29 @@ def test_paths_that_are_not_runs_are_refused(tmp_path):
 def test_the_job_never_imports_ray():
     check = "import sys, analysis.job; assert not [m for m in sys.modules if m == 'ray' or m.startswith('ray.')]"
     assert subprocess.run([sys.executable, "-c", check], cwd=PROJECT_ROOT).returncode == 0
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("PUBSUB_EMU_CLASS_ARCHIVE", raising=False)
+    return tmp_path
+
+
+def test_the_class_archive_is_written_by_a_successful_run_then_used(cache_home):
+    first = submit._class_archive()
+    assert first.path.parent == cache_home / "pubsub-emu"
+    assert first.java_options.startswith(f"-XX:ArchiveClassesAtExit={first.writing} ")
+    first.writing.write_bytes(b"classes")  # what the JVM writes as it exits
+    first.finish(succeeded=True)
+    assert first.path.read_bytes() == b"classes" and not first.writing.exists()
+    assert submit._class_archive().java_options.startswith(f"-XX:SharedArchiveFile={first.path} ")
+
+
+def test_a_failed_run_leaves_no_class_archive_and_it_can_be_turned_off(cache_home, monkeypatch):
+    failed = submit._class_archive()
+    failed.writing.write_bytes(b"half")
+    failed.finish(succeeded=False)
+    assert not failed.path.exists() and not failed.writing.exists()
+    monkeypatch.setenv("PUBSUB_EMU_CLASS_ARCHIVE", "off")
+    assert submit._class_archive() is None

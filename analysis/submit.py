@@ -1,0 +1,101 @@
+"""How ``pubsub-emu analyze`` starts the analysis job: spark-submit's command line, and a
+class-data archive that takes seconds off every start of the driver JVM.
+
+Loading Spark's classes is a large part of a small run's analysis. The first analysis on a
+machine has the JVM write the classes it loaded to an archive as it exits (AppCDS,
+``-XX:ArchiveClassesAtExit``; about 200 MB, and that run takes longer); later analyses map
+the archive instead of loading and verifying the classes again (bench/RESULTS.md). The archive
+lives in the user's cache directory under a name that changes with the JVM and Spark
+installations; a JVM that finds an archive it cannot use ignores it and loads classes as usual.
+``PUBSUB_EMU_CLASS_ARCHIVE=off`` turns the archive off.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import analysis.job
+
+SMALL_RUN_DRIVER_MEMORY = "2g"  # a larger heap makes the serial collector slower on small runs
+DRIVER_MEMORY = "4g"
+
+
+def spark_home() -> Path:
+    return Path(importlib.util.find_spec("pyspark").submodule_search_locations[0])
+
+
+def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: str,
+            driver_memory: str | None) -> int:
+    """Run ``analysis/job.py`` on ``runs`` (paths) with spark-submit, in its own process;
+    its exit status. ``small``: the runs are small (``analysis.job.is_small``)."""
+    memory = driver_memory or (SMALL_RUN_DRIVER_MEMORY if small else DRIVER_MEMORY)
+    archive = _class_archive()
+    java_options = [analysis.job.SMALL_RUN_JAVA_OPTIONS] if small else []
+    if archive is not None:
+        java_options.append(archive.java_options)
+    command = [str(spark_home() / "bin" / "spark-submit"), "--master", master, "--driver-memory", memory,
+               "--conf", "spark.log.level=WARN", "--conf", "spark.ui.enabled=false"]
+    if java_options:
+        command += ["--driver-java-options", " ".join(java_options)]
+    command += [analysis.job.__file__, *map(str, runs), "--out", str(out)]
+    if bucket is not None:
+        command += ["--bucket", str(bucket)]
+    status = subprocess.run(command).returncode
+    if archive is not None:
+        archive.finish(status == 0)
+    return status
+
+
+class _ClassArchive:
+    """The archive at ``path``: used when it exists, otherwise written by this run (to a
+    temporary name, moved into place only when the run succeeded)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.writing = None if path.exists() else path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+    @property
+    def java_options(self) -> str:
+        quiet = "-Xlog:cds*=off"  # the dump lists every class it skips (signed jars, generated code)
+        if self.writing is None:
+            return f"-XX:SharedArchiveFile={self.path} {quiet}"
+        return f"-XX:ArchiveClassesAtExit={self.writing} {quiet}"
+
+    def finish(self, succeeded: bool) -> None:
+        if self.writing is None:
+            return
+        if succeeded and self.writing.exists():
+            os.replace(self.writing, self.path)
+        else:
+            self.writing.unlink(missing_ok=True)
+
+
+def _class_archive() -> _ClassArchive | None:
+    """The archive for this JVM and Spark, or None when it is turned off or there is no
+    writable cache directory or no java to key it by."""
+    if os.environ.get("PUBSUB_EMU_CLASS_ARCHIVE", "").lower() in ("off", "0", "false", "no"):
+        return None
+    java = _java()
+    if java is None:
+        return None
+    installations = f"{java.resolve()}:{java.stat().st_mtime_ns}:{spark_home().resolve()}"
+    key = hashlib.sha256(installations.encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pubsub-emu"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(cache, os.W_OK):
+        return None
+    return _ClassArchive(cache / f"spark-classes-{key}.jsa")
+
+
+def _java() -> Path | None:
+    """The java spark-submit starts: ``$JAVA_HOME/bin/java`` or the one on the PATH."""
+    home = os.environ.get("JAVA_HOME")
+    found = Path(home) / "bin" / "java" if home else shutil.which("java")
+    return Path(found) if found and Path(found).exists() else None
