@@ -257,10 +257,6 @@ class _LocalTransport:
 
     collects = False
 
-    def __init__(self, specs: list[HostSpec] | None = None, checkpoint: Checkpoint | None = None) -> None:
-        if specs is not None:
-            self.start(specs, checkpoint)
-
     def host_weights(self) -> None:
         return None  # one process: nothing to weigh
 

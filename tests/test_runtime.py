@@ -34,6 +34,12 @@ def small_scenario(**changes) -> dict:
     return scenario
 
 
+def _local_hosts(specs) -> _LocalTransport:
+    transport = _LocalTransport()
+    transport.start(specs)
+    return transport
+
+
 def sorted_rows(run_dir, table):
     rows = read_table(run_dir, table).to_pylist()
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
@@ -132,7 +138,7 @@ def test_snapshot_restore_gives_identical_remaining_output(write_scenario, tmp_p
 
     def hosts_for(run_dir):
         run_dir.mkdir()
-        return _LocalTransport(host_specs(spec, run_dir, 2, partition(spec.graph, 2)))
+        return _local_hosts(host_specs(spec, run_dir, 2, partition(spec.graph, 2)))
 
     reference = hosts_for(full)
     for until in range(1_000_000, 14_000_001, 1_000):  # 1 ms windows: the cross-host lookahead
@@ -279,7 +285,7 @@ def test_windows_reach_past_the_smallest_service_time(write_scenario, tmp_path):
     for min_service in (None, 0):
         run_dir = tmp_path / f"two-hosts-{min_service}"
         run_dir.mkdir()
-        transport = _LocalTransport(host_specs(spec, run_dir, 2, partition(spec.graph, 2)))
+        transport = _local_hosts(host_specs(spec, run_dir, 2, partition(spec.graph, 2)))
         if min_service is not None:  # the bound without service times: earliest event + 1 ms
             for host in transport.hosts:
                 host.engine.min_service = min_service
