@@ -44,9 +44,12 @@ def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: st
     command += [analysis.job.__file__, *map(str, runs), "--out", str(out)]
     if bucket is not None:
         command += ["--bucket", str(bucket)]
-    status = subprocess.run(command).returncode
-    if archive is not None:
-        archive.finish(status == 0)
+    status = 1
+    try:
+        status = subprocess.run(command).returncode
+    finally:  # an interrupted run leaves no half-written archive behind
+        if archive is not None:
+            archive.finish(status == 0)
     return status
 
 
@@ -75,8 +78,9 @@ class _ClassArchive:
 
 
 def _class_archive() -> _ClassArchive | None:
-    """The archive for this JVM and Spark, or None when it is turned off or there is no
-    writable cache directory or no java to key it by."""
+    """The archive for this JVM and Spark, or None when it is turned off, when there is no
+    writable cache directory or no java to key it by, or when the cache path holds a space
+    (spark-submit splits the JVM's options at spaces)."""
     if os.environ.get("PUBSUB_EMU_CLASS_ARCHIVE", "").lower() in ("off", "0", "false", "no"):
         return None
     java = _java()
@@ -89,7 +93,7 @@ def _class_archive() -> _ClassArchive | None:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    if not os.access(cache, os.W_OK):
+    if not os.access(cache, os.W_OK) or any(c.isspace() for c in str(cache)):
         return None
     return _ClassArchive(cache / f"spark-classes-{key}.jsa")
 

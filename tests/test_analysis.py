@@ -392,5 +392,8 @@ def test_a_failed_run_leaves_no_class_archive_and_it_can_be_turned_off(cache_hom
     failed.writing.write_bytes(b"half")
     failed.finish(succeeded=False)
     assert not failed.path.exists() and not failed.writing.exists()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home / "with space"))  # JVM options split at spaces
+    assert submit._class_archive() is None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
     monkeypatch.setenv("PUBSUB_EMU_CLASS_ARCHIVE", "off")
     assert submit._class_archive() is None
