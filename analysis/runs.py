@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from actors.results import read_table
 from actors.storage import RunDir
 
 # The contract columns of each table (DESIGN.md section 9) in Spark DDL, for tables without rows.
@@ -117,12 +118,9 @@ def _read_static(spark, runs: list[Run], table: str):
     columns = [column.split()[0] for column in TABLES[table].split(", ")]
     parts = []
     for run in runs:
-        for part in run.path.names(table, "*.parquet"):
-            rows = run.path.read_parquet(f"{table}/{part}").select(columns)
-            parts.append(rows.append_column("run", pa.array([run.label] * rows.num_rows, pa.string())))
-    if not parts:
-        return spark.createDataFrame([], f"{TABLES[table]}, run string")
-    return spark.createDataFrame(pa.concat_tables(parts, promote_options="permissive"))
+        rows = read_table(run.path, table).select(columns)
+        parts.append(rows.append_column("run", pa.array([run.label] * rows.num_rows, pa.string())))
+    return spark.createDataFrame(pa.concat_tables(parts))
 
 
 def _read_table(spark, run_dir: RunDir, table: str, ddl: str):
