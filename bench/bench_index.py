@@ -2,16 +2,21 @@
 SIENA-style subscriptions, insert/remove cost, and the naive loop over the scalar oracle for
 comparison; with ``--table covering-degree``, covering and covered-by queries on the burst
 workload's table (every entry ``[class,eq,'STOCK'],[price,>=,lo],[price,<,hi]``: roots over
-disjoint ranges, each covering ``degree`` disjoint narrower ones).
+disjoint ranges, each covering ``degree`` disjoint narrower ones); with ``--table
+wide-advertisements``, the mobile rush hour's SRT (issue 18): advertisements of all 1,000
+SIENA attributes (``[w,isPresent,0]`` each), the subscriptions' intersection question against
+them, and the table's memory per cell (growth of the process's resident size).
 
     python bench/bench_index.py [--sizes 1000,10000,100000] [--queries 200] [--rounds 3] [--disjunctions F]
     python bench/bench_index.py --table covering-degree [--sizes 10000,100000,1000000]
+    python bench/bench_index.py --table wide-advertisements [--sizes 2000]
 
 ``--disjunctions F`` makes a fraction F of the subscriptions (entries and probes)
 disjunctions of two or three. Prints one row per table size (each indexed figure the best of ``--rounds`` fresh tables: the
 median call of the best round); figures go to bench/RESULTS.md with date and machine.
 """
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -36,15 +41,19 @@ def timed(calls) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--sizes", help="table sizes (default 1000,10000,100000; wide-advertisements 500,2000)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3, help="best of this many rounds (the VM is noisy)")
-    parser.add_argument("--table", choices=("siena", "covering-degree"), default="siena")
+    parser.add_argument("--table", choices=("siena", "covering-degree", "wide-advertisements"), default="siena")
     parser.add_argument("--disjunctions", type=float, default=0.0,
                         help="fraction of subscriptions that are disjunctions of 2-3 (siena table)")
     args = parser.parse_args()
+    args.sizes = args.sizes or ("500,2000" if args.table == "wide-advertisements" else "1000,10000,100000")
     if args.table == "covering-degree":
         covering_degree_table(args)
+        return
+    if args.table == "wide-advertisements":
+        wide_advertisements_table(args)
         return
     language, rng = SienaVocabulary(), rng_for(0, "bench_index")
     print(f"{'entries':>8} {'match us':>9} {'naive match us':>15} {'cover us':>9} {'naive cover us':>15} "
@@ -123,6 +132,38 @@ def covering_degree_table(args) -> None:
             best = row if best is None else tuple(map(min, best, row))
         answers = statistics.mean(len(index.covering(f)) + len(index.covered_by(f)) for f in probes)
         print(f"{len(filters):>8} {best[0]:>12.1f} {best[1]:>14.1f} {best[2]:>10.1f} {answers:>8.1f}", flush=True)
+
+
+def resident_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def wide_advertisements_table(args) -> None:
+    language, rng = SienaVocabulary(), rng_for(0, "bench_index/wide-advertisements")
+    vocabulary = ",".join(f"[{w},isPresent,0]" for w in language.words)
+    probes = [parse_filter(language.subscription(rng)) for _ in range(args.queries)]
+    print(f"{'entries':>8} {'cells':>10} {'bytes/cell':>11} {'insert us':>10} {'intersecting us':>16} "
+          f"{'remove us':>10}")
+    for size in [int(s) for s in args.sizes.split(",")]:
+        advertisements = [parse_filter(vocabulary) for _ in range(size)]
+        for f in advertisements:
+            f.constraints  # the normal form, which the tables share, outside the table's memory
+        before = resident_mb()
+        index = FilterIndex()
+        started = time.perf_counter()
+        for key, f in enumerate(advertisements):
+            index.add(key, f)
+        insert = (time.perf_counter() - started) * 1e6 / size
+        cells = size * len(language.words)
+        per_cell = (resident_mb() - before) * 1e6 / cells
+        intersecting = timed([lambda f=f: index.intersecting_slots(f) for f in probes])
+        started = time.perf_counter()
+        for key in range(0, size, 2):
+            index.remove(key)
+        remove = (time.perf_counter() - started) * 1e6 / len(range(0, size, 2))
+        print(f"{size:>8} {cells:>10} {per_cell:>11.0f} {insert:>10.0f} {intersecting:>16.0f} {remove:>10.0f}",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -143,20 +143,24 @@ def _grown(array: np.ndarray, size: int, keep: int) -> np.ndarray:
 
 
 class _Arena:
-    """The cells of every column of one index, in parallel arrays; columns are segments."""
+    """The cells of every column of one index, in parallel arrays; columns are segments.
+    ``line`` is a cell's place in its slot's row (to find the cell again when another moves)."""
+
+    NAMES = ("slots", "lo", "hi", "bits", "line")
 
     def __init__(self) -> None:
-        self.slots = np.zeros(64, np.int64)
+        self.slots = np.zeros(64, np.int32)
         self.lo = np.zeros(64)
         self.hi = np.zeros(64)
         self.bits = np.zeros(64, np.uint8)
+        self.line = np.zeros(64, np.int32)
         self.used = 0
         self.garbage = 0
 
     def allocate(self, capacity: int) -> int:
         if self.used + capacity > len(self.slots):
             size = max(2 * len(self.slots), self.used + capacity)
-            for name in ("slots", "lo", "hi", "bits"):
+            for name in self.NAMES:
                 setattr(self, name, _grown(getattr(self, name), size, self.used))
         start = self.used
         self.used += capacity
@@ -166,18 +170,20 @@ class _Arena:
         self.copy(self, start, size, to)
 
     def copy(self, source: "_Arena", start: int, size: int, to: int) -> None:
-        for name in ("slots", "lo", "hi", "bits"):
+        for name in self.NAMES:
             getattr(self, name)[to : to + size] = getattr(source, name)[start : start + size]
 
 
 class _Lines:
-    """Per slot, a run of lines (3 floats each) in one growing store, a slot's lines together:
-    the kernel reads ``lines[start[slot] : start[slot] + length[slot]]`` from one or two cache
-    lines. Rows of cells are (lo, hi, attribute id * 8 + bits); residual lines are
-    (attribute id, kind, excluded number or condition id)."""
+    """Per slot, a run of lines (``width`` values each) in one growing store, a slot's lines
+    together: the kernel reads ``lines[start[slot] : start[slot] + length[slot]]`` from one or
+    two cache lines. Rows of cells are (lo, hi, attribute id * 8 + bits); residual lines are
+    (attribute id, kind, excluded number or condition id); cell offsets are, per line of a
+    row, the offset of that cell in its column."""
 
-    def __init__(self, capacity: int = 64) -> None:
-        self.flat = np.zeros(3 * capacity)
+    def __init__(self, width: int = 3, dtype=np.float64, capacity: int = 64) -> None:
+        self.width = width
+        self.flat = np.zeros(width * capacity, dtype)
         self.used = 0
         self.garbage = 0
         self.start = np.zeros(8, np.int64)
@@ -185,7 +191,7 @@ class _Lines:
 
     @property
     def lines(self) -> np.ndarray:
-        return self.flat.reshape(-1, 3)  # a view (kept out of the state: pickling would copy it)
+        return self.flat.reshape(-1, self.width)  # a view (kept out of the state: pickling would copy it)
 
     def grow_slots(self, size: int) -> None:
         self.start = _grown(self.start, size, len(self.start))
@@ -194,14 +200,15 @@ class _Lines:
     def store(self, slot: int, flat_lines) -> None:
         """Give ``slot`` the lines given as a flat list of values (replacing its old ones)."""
         self.release(slot)
-        count = len(flat_lines) // 3
-        if 3 * (self.used + count) > len(self.flat):
+        width = self.width
+        count = len(flat_lines) // width
+        if width * (self.used + count) > len(self.flat):
             if self.garbage > self.used // 2:
                 self._compact()
-            if 3 * (self.used + count) > len(self.flat):
-                self.flat = _grown(self.flat, max(2 * len(self.flat), 3 * (self.used + count)), 3 * self.used)
+            if width * (self.used + count) > len(self.flat):
+                self.flat = _grown(self.flat, max(2 * len(self.flat), width * (self.used + count)), width * self.used)
         self.start[slot], self.length[slot] = self.used, count
-        self.flat[3 * self.used : 3 * (self.used + count)] = flat_lines
+        self.flat[width * self.used : width * (self.used + count)] = flat_lines
         self.used += count
 
     def release(self, slot: int) -> None:
@@ -215,7 +222,7 @@ class _Lines:
         starts = np.cumsum(lengths) - lengths
         lines = np.repeat(self.start[live] - starts, lengths) + np.arange(lengths.sum())
         kept = self.lines[lines].ravel()
-        self.flat = np.zeros(max(len(self.flat), 2 * len(kept)))
+        self.flat = np.zeros(max(len(self.flat), 2 * len(kept)), self.flat.dtype)
         self.flat[: len(kept)] = kept
         self.start[live] = starts
         self.used, self.garbage = len(lines), 0
@@ -285,13 +292,13 @@ class _Conditions:
 
 
 class _Column:
-    """Cells of one attribute in a segment of the column arena."""
+    """Cells of one attribute in a segment of the column arena (a cell's offset in it is
+    kept per line of its slot's row, in ``FilterIndex._offsets``)."""
 
-    __slots__ = ("start", "capacity", "size", "position", "place")
+    __slots__ = ("start", "capacity", "size", "place")
 
     def __init__(self, place: "_Place") -> None:
         self.start = self.capacity = self.size = 0
-        self.position: dict[int, int] = {}  # slot -> offset in the segment
         self.place = place
 
 
@@ -388,6 +395,7 @@ class FilterIndex:
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         self._arena = _Arena()
         self._rows = _Lines()
+        self._offsets = _Lines(1, np.int32)  # per line of a row: its cell's offset in the column
         self._residual_lines = _Lines()  # per slot: its excluded numbers and string conditions
         self._conditions = _Conditions()
         self._keys = np.empty(8, object)  # per slot (an object array: fast to gather)
@@ -481,10 +489,15 @@ class FilterIndex:
         self._residual[slot], self._unsat[slot] = bool(residual), empty
         if empty:
             self._unsat_slots.add(slot)
-        columns = self._columns_of[slot] = [place.access if place is access else place.others for place in places]
-        for j, column in enumerate(columns):
-            self._append(column, slot, row[3 * j], row[3 * j + 1], row[3 * j + 2] & 7)
+        # the row in attribute order, so that a question about a few attributes finds their
+        # cells in a wide row by bisection (kernels._verify_sparse)
+        order = sorted(range(len(places)), key=lambda j: places[j].attribute.id)
+        columns = self._columns_of[slot] = [places[j].access if places[j] is access else places[j].others for j in order]
+        row = [value for j in order for value in row[3 * j : 3 * j + 3]]
+        offsets = [self._append(column, slot, j, row[3 * j], row[3 * j + 1], int(row[3 * j + 2]) & 7)
+                   for j, column in enumerate(columns)]
         self._rows.store(slot, row)
+        self._offsets.store(slot, offsets)
         if residual:
             for attr, c in residual:
                 self._conditions.hold(attr, c)
@@ -500,9 +513,10 @@ class FilterIndex:
 
     def _release(self, slot: int) -> None:
         """Drop ``slot``'s cells and per-slot state; the slot becomes free."""
-        for column in self._columns_of[slot]:
-            self._remove(column, slot)
+        for j, column in enumerate(self._columns_of[slot]):
+            self._remove(column, slot, j)
         self._rows.release(slot)
+        self._offsets.release(slot)
         self._residual_lines.release(slot)
         for attr, c in self._residual_constraints[slot]:
             self._conditions.release(attr, c)
@@ -529,6 +543,7 @@ class FilterIndex:
             setattr(self, name, _grown(old, size, len(old)))
         self._group = np.concatenate([self._group, np.full(size - len(self._group), NO_GROUP, np.int32)])
         self._rows.grow_slots(size)
+        self._offsets.grow_slots(size)
         self._residual_lines.grow_slots(size)
 
     def _attribute(self, attr: str, type_: str) -> _Attribute:
@@ -541,27 +556,31 @@ class FilterIndex:
                     setattr(self, name, _grown(old, 2 * len(old), len(old)))
         return attribute
 
-    def _append(self, column: _Column, slot: int, lo: float, hi: float, bits: int) -> None:
+    def _append(self, column: _Column, slot: int, line: int, lo: float, hi: float, bits: int) -> int:
+        """Add the cell of line ``line`` of ``slot``'s row to ``column``; its offset there."""
         if column.size == column.capacity:
             self._relocate(column)
         arena = self._arena
-        i = column.start + column.size
-        arena.slots[i], arena.lo[i], arena.hi[i], arena.bits[i] = slot, lo, hi, bits
-        column.position[slot] = column.size
+        offset = column.size
+        i = column.start + offset
+        arena.slots[i], arena.lo[i], arena.hi[i], arena.bits[i], arena.line[i] = slot, lo, hi, bits, line
         column.size += 1
         place = column.place
         place.size += 1
         place.attribute.cells += 1
+        return offset
 
-    def _remove(self, column: _Column, slot: int) -> None:
-        offset = column.position.pop(slot)
+    def _remove(self, column: _Column, slot: int, line: int) -> None:
+        offsets = self._offsets
+        offset = int(offsets.flat[offsets.start[slot] + line])
         last = column.size - 1
         if offset != last:  # the column's last cell takes the freed place
             arena = self._arena
             i, j = column.start + offset, column.start + last
             moved = arena.slots[i] = arena.slots[j]
+            moved_line = arena.line[i] = arena.line[j]
             arena.lo[i], arena.hi[i], arena.bits[i] = arena.lo[j], arena.hi[j], arena.bits[j]
-            column.position[int(moved)] = offset
+            offsets.flat[offsets.start[moved] + moved_line] = offset
         column.size = last
         place = column.place
         place.size -= 1
@@ -620,11 +639,12 @@ class FilterIndex:
         for slot in range(self._slots):
             if not self._columns_of[slot]:  # a free slot or a disjunctive entry's (its parts hold its cells)
                 continue
-            constraints = self._filters[slot].constraints.values()
-            for j, (column, c) in enumerate(zip(self._columns_of[slot], constraints)):
+            constraints = sorted(self._filters[slot].constraints.items(),
+                                 key=lambda item: self._attributes[item[0], item[1].type].id)
+            for j, (column, (_, c)) in enumerate(zip(self._columns_of[slot], constraints)):
                 if c.type == STRING:
                     lo, _, hi, _ = self._bounds(c)
-                    i = column.start + column.position[slot]
+                    i = column.start + self._offsets.flat[self._offsets.start[slot] + j]
                     arena.lo[i], arena.hi[i] = lo, hi
                     lines[rows.start[slot] + j, :2] = lo, hi
         self._encoded_version = self.vocabulary.version

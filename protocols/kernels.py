@@ -7,8 +7,9 @@ segment ``[start, start + size)`` per column; an entry's own cells are the lines
 unbounded ends -inf/+inf; ``bits`` holds LO_OPEN, HI_OPEN, RESIDUAL.
 
 ``query`` probes a few column segments for candidates and verifies each candidate against
-its whole row in the same call (numba's dispatch costs microseconds per call), so work
-follows the candidates, not the table. Two kinds of question:
+its row in the same call (numba's dispatch costs microseconds per call), so work
+follows the candidates, not the table. Rows are in attribute order: a query-side question
+looks its few attributes up in a wide row by bisection. Two kinds of question:
 - entry-side (every attribute of the entry must be one of the query's and pass: matching,
   covering, intersected-by): the probed segments are access cells, one per entry;
 - query-side (every attribute of the query must be one of the entry's and pass: covered-by,
@@ -75,6 +76,31 @@ def _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, n_
         passed += 1
         flag |= point
     return entry_side or passed == n_query, flag
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _verify_sparse(test, row, bounds):
+    """``_verify`` of a query-side question by looking up each query attribute's cell in the
+    row (rows are in attribute order) instead of reading the whole row: for wide entries (an
+    advertisement of a thousand attributes) asked about a few."""
+    flag = False
+    for k in range(len(bounds)):
+        code = int(bounds[k, 0]) * 8
+        first, end = 0, len(row)
+        while first < end:  # the first line whose code is at least the attribute's
+            middle = (first + end) // 2
+            if row[middle, 2] < code:
+                first = middle + 1
+            else:
+                end = middle
+        if first == len(row) or int(row[first, 2]) >> 3 != code >> 3:
+            return False, False
+        ok, point = _passes(test, row[first, 0], row[first, 1], int(row[first, 2]) & 7,
+                            bounds[k, 1], bounds[k, 2], int(bounds[k, 3]))
+        if not ok:
+            return False, False
+        flag |= point
+    return True, flag
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -150,7 +176,10 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
     for c in range(candidates):
         s = out_slots[c]
         row = rows[row_start[s] : row_start[s] + row_len[s]]
-        ok, flag = _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, len(bounds))
+        if not entry_side and len(row) > 8 * len(bounds):
+            ok, flag = _verify_sparse(test, row, bounds)
+        else:
+            ok, flag = _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, len(bounds))
         if ok:
             out_slots[found] = s
             out_flags[found] = flag or (test == OVERLAP and unsat[s])

@@ -52,3 +52,28 @@ def publications(draw):
             pool = WORDS if ATTR_TYPES[attr] == "n" else NUMBERS
         items.append((attr, draw(st.sampled_from(pool))))
     return Publication(tuple(items))
+
+
+WIDE_ATTRS = [f"n{i}" for i in range(12)] + [f"s{i}" for i in range(12)]
+
+
+def _wide_predicate(draw, attr):
+    if attr.startswith("n"):
+        return Predicate(attr, draw(st.sampled_from(NUMERIC_OPS)), draw(st.sampled_from(NUMBERS)))
+    return Predicate(attr, draw(st.sampled_from(STRING_OPS)), draw(st.sampled_from(WORDS)))
+
+
+@st.composite
+def wide_filters(draw):
+    """A conjunction over most of 24 attributes, in a shuffled order (an advertisement of a
+    wide vocabulary): its row is far wider than a few-attribute question."""
+    missing = draw(st.sets(st.sampled_from(WIDE_ATTRS), max_size=4))
+    attrs = draw(st.permutations([a for a in WIDE_ATTRS if a not in missing]))
+    return Filter(tuple(_wide_predicate(draw, attr) for attr in attrs))
+
+
+@st.composite
+def narrow_filters(draw):
+    """A conjunction of 1-2 predicates over the wide attributes (or one no entry constrains)."""
+    attrs = draw(st.lists(st.sampled_from(WIDE_ATTRS + ["n99"]), min_size=1, max_size=2, unique=True))
+    return Filter(tuple(_wide_predicate(draw, attr) for attr in attrs))

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from protocols.index import FilterIndex, Vocabulary
 from protocols.language import covers, intersects, matches, parse_filter, parse_publication
 
-from .strategies import any_filters, publications
+from .strategies import any_filters, narrow_filters, publications, wide_filters
 
 
 def _table(entries):
@@ -65,6 +65,21 @@ def test_answers_stay_exact_across_adds_and_removes(operations, pubs, queries):
     for q in queries:
         assert sorted(index.covering(q)) == sorted(k for k, f in live.items() if covers(f, q))
         assert sorted(index.covered_by(q)) == sorted(k for k, f in live.items() if covers(q, f))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(wide_filters(), any_filters()), min_size=1, max_size=20),
+       st.lists(narrow_filters(), min_size=1, max_size=6), st.lists(st.integers(0, 19), max_size=5))
+def test_questions_about_few_attributes_of_wide_entries_equal_oracle(entries, queries, removed):
+    """Covered-by and intersecting look a narrow query's attributes up in wide rows."""
+    index = _table(entries)
+    live = dict(enumerate(entries))
+    for key in sorted(set(removed) & set(live)):
+        index.remove(key)
+        del live[key]
+    for q in queries:
+        assert index.intersecting(q) == [k for k, f in live.items() if intersects(f, q)]
+        assert index.covered_by(q) == [k for k, f in live.items() if covers(q, f)]
 
 
 def test_vocabulary_codes_stay_ordered_through_renumbering():
