@@ -414,6 +414,8 @@ class FilterIndex:
         self._residual = np.zeros(8, bool)  # per slot: has residual constraints (an array, for the queries)
         self._unsat = np.zeros(8, bool)
         self._slot_marks = np.zeros(8, np.uint8)  # scratch for the kernels, all zero between calls
+        self._slot_counts = np.zeros(8, np.int32)
+        self._slot_flagged = np.zeros(8, np.uint8)
         # per attribute id: the query's bounds during a kernel call (_query_set is zero between calls)
         self._query_set = np.zeros(8, np.uint8)
         self._query_lo = np.zeros(8)
@@ -538,7 +540,8 @@ class FilterIndex:
 
     def _grow_slot_arrays(self, size: int) -> None:
         """Room for ``size`` slots in every per-slot array (subclasses add theirs)."""
-        for name in ("_keys", "_residual", "_unsat", "_slot_marks", "_owner", "_part_count"):
+        for name in ("_keys", "_residual", "_unsat", "_slot_marks", "_slot_counts", "_slot_flagged", "_owner",
+                     "_part_count"):
             old = getattr(self, name)
             setattr(self, name, _grown(old, size, len(old)))
         self._group = np.concatenate([self._group, np.full(size - len(self._group), NO_GROUP, np.int32)])
@@ -654,12 +657,18 @@ class FilterIndex:
     def _probe(self, probes, test: int, family: str, target: int | None):
         """Slots (in slot order) answering the question, with their re-check flags (OVERLAP:
         single-point overlaps where residual conditions may empty them, unsatisfiable entries)."""
-        segments, bounds, candidates = self._plan(probes, test, family, target)
+        segments, bounds, candidates, counting = self._plan(probes, test, family, target)
         if not candidates:
             return np.zeros(0, np.int64), np.zeros(0, bool)
         found_slots = np.empty(candidates, np.int64)
         found_flags = np.empty(candidates, np.bool_)
         arena, rows = self._arena, self._rows
+        if counting:
+            found = kernels.count_query(
+                test, arena.slots, arena.lo, arena.hi, arena.bits, segments, target, self._unsat,
+                self._slot_counts, self._slot_flagged, self._slot_marks, found_slots, found_flags,
+            )
+            return found_slots[:found], found_flags[:found]
         found = kernels.query(
             test, target is None, arena.slots, arena.lo, arena.hi, arena.bits, segments,
             rows.lines, rows.start, rows.length, self._unsat, bounds,
@@ -671,10 +680,14 @@ class FilterIndex:
     def _plan(self, probes, test: int, family: str, target: int | None):
         """Count the work of a question and lay out the kernel's input: the probed column
         segments (start, size, lo, hi, bits) and the query's bounds per attribute (id, lo, hi,
-        bits) as arrays, and how many candidate cells the segments hold.
+        bits) as arrays, how many candidates there can be, and whether to count passing
+        cells (``kernels.count_query``) rather than verify candidates' rows.
 
         ``target`` None: every attribute of an entry must be probed and pass; else every one
-        of the ``target`` probed attributes must be an entry's and pass. The work counted is
+        of the ``target`` probed attributes must be an entry's and pass: the candidates are
+        the cells of the query's least common attribute, unless reading every query
+        attribute's cells costs less than visiting the candidates' rows (wide entries, see
+        ``_verify_cost``); then every one is probed and counted. The work counted is
         the cells of every probed attribute's places: what a counting matcher compares,
         however few cells this index reaches (the cost model charges for the former).
         """
@@ -705,15 +718,30 @@ class FilterIndex:
                     if place.access.size:
                         segments += (place.access.start, place.access.size, low, high, flags)
         elif probed and not unknown:
-            _, places, low, high, flags, _, _ = min(probed, key=_query_side_rank)
-            for place in places:
-                for column in (place.access, place.others):
-                    if column.size:
-                        segments += (column.start, column.size, low, high, flags)
+            fewest = min(probed, key=_query_side_rank)
+            counting = cells < self._verify_cost(fewest[0], len(probed))
+            for _, places, low, high, flags, _, _ in probed if counting else (fewest,):
+                for place in places:
+                    for column in (place.access, place.others):
+                        if column.size:
+                            segments += (column.start, column.size, low, high, flags)
+            if counting:
+                return self._layout(segments, bounds) + (fewest[0], True)
         candidates = sum(segments[1::5])
         if not candidates:
-            return None, None, 0
-        return np.array(segments, np.float64).reshape(-1, 5), np.array(bounds, np.float64).reshape(-1, 4), candidates
+            return None, None, 0, False
+        return self._layout(segments, bounds) + (candidates, False)
+
+    @staticmethod
+    def _layout(segments: list, bounds: list) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(segments, np.float64).reshape(-1, 5), np.array(bounds, np.float64).reshape(-1, 4)
+
+    def _verify_cost(self, candidates: int, query_attributes: int) -> float:
+        """Cells a query-side question reads verifying ``candidates`` rows of the table's
+        average width (by bisection where that reads fewer)."""
+        rows = self._rows
+        width = (rows.used - rows.garbage) / max(1, self._slots - len(self._free))
+        return candidates * min(width, query_attributes * np.log2(2 + width))
 
     def _count(self, family: str, cells: int) -> None:
         work = self.work
@@ -774,7 +802,7 @@ class FilterIndex:
                 for attr, v in publication.items
             ]
         )
-        segments, bounds, candidates = self._plan(probes, kernels.POINT, "match", None)
+        segments, bounds, candidates, _ = self._plan(probes, kernels.POINT, "match", None)
         if not candidates:
             return Match(np.zeros(0, np.int64), [], [])
         slots, local = np.empty(candidates, np.int64), np.empty(candidates, np.int64)

@@ -9,7 +9,9 @@ unbounded ends -inf/+inf; ``bits`` holds LO_OPEN, HI_OPEN, RESIDUAL.
 ``query`` probes a few column segments for candidates and verifies each candidate against
 its row in the same call (numba's dispatch costs microseconds per call), so work
 follows the candidates, not the table. Rows are in attribute order: a query-side question
-looks its few attributes up in a wide row by bisection. Two kinds of question:
+looks its few attributes up in a wide row by bisection. Where the rows are so wide that
+reading the query attributes' whole columns costs less than visiting the candidates' rows,
+``count_query`` counts each entry's passing cells instead. Two kinds of question:
 - entry-side (every attribute of the entry must be one of the query's and pass: matching,
   covering, intersected-by): the probed segments are access cells, one per entry;
 - query-side (every attribute of the query must be one of the entry's and pass: covered-by,
@@ -185,6 +187,45 @@ def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_
             out_flags[found] = flag or (test == OVERLAP and unsat[s])
             found += 1
     _clear_bounds(bounds, query_set)
+    return found
+
+
+@njit(cache=True, nogil=True)
+def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, flagged, marks, out_slots, out_flags):
+    """A query-side question answered by counting instead of verifying rows (for tables of
+    wide entries, whose rows are long and far apart): ``segments`` hold every probed column
+    segment of every query attribute, and an entry answers when its cells pass in
+    ``n_query`` of them (an entry has at most one cell per attribute). Returns how many slots
+    were written to ``out_slots``, in slot order, with ``out_flags`` as in ``query``.
+    ``counts`` and ``flagged`` (per slot) are scratch, all zero between calls."""
+    for p in range(len(segments)):
+        start, size = int(segments[p, 0]), int(segments[p, 1])
+        seg_lo, seg_hi, seg_bits = segments[p, 2], segments[p, 3], int(segments[p, 4])
+        for i in range(start, start + size):
+            ok, point = _passes(test, lo[i], hi[i], bits[i], seg_lo, seg_hi, seg_bits)
+            if ok:
+                s = slots[i]
+                counts[s] += 1
+                if point:
+                    flagged[s] = 1
+    found = 0
+    for p in range(len(segments)):
+        start, size = int(segments[p, 0]), int(segments[p, 1])
+        for i in range(start, start + size):
+            s = slots[i]
+            if counts[s]:
+                if counts[s] == n_query:
+                    out_slots[found] = s
+                    found += 1
+                counts[s] = 0
+    _into_slot_order(out_slots, found, marks)
+    for f in range(found):
+        s = out_slots[f]
+        out_flags[f] = flagged[s] != 0 or (test == OVERLAP and unsat[s])
+    for p in range(len(segments)):
+        start, size = int(segments[p, 0]), int(segments[p, 1])
+        for i in range(start, start + size):
+            flagged[slots[i]] = 0
     return found
 
 

@@ -74,6 +74,14 @@ def wide_filters(draw):
 
 @st.composite
 def narrow_filters(draw):
-    """A conjunction of 1-2 predicates over the wide attributes (or one no entry constrains)."""
-    attrs = draw(st.lists(st.sampled_from(WIDE_ATTRS + ["n99"]), min_size=1, max_size=2, unique=True))
+    """A conjunction of 1-2 predicates over the wide attributes (or one no entry constrains),
+    often one on ``n0`` (see ``hot_filters``)."""
+    attrs = draw(st.lists(st.sampled_from(["n0"] * 8 + WIDE_ATTRS + ["n99"]), min_size=1, max_size=2, unique=True))
     return Filter(tuple(_wide_predicate(draw, attr) for attr in attrs))
+
+
+@st.composite
+def hot_filters(draw):
+    """One predicate on ``n0``: many of them make its column long and the table's rows short
+    on average, so questions about ``n0`` and another attribute verify candidates' rows."""
+    return Filter((_wide_predicate(draw, "n0"),))
