@@ -287,10 +287,12 @@ class Broker:
     def publication_next_hops(self, msg: Message, match: Match, sender: str | None) -> list[str]:
         neighbors = self.neighbors
         return [neighbors[hop] for hop in match.groups]
+
     def _conforms(self, msg: Message) -> bool:
+        advs = self.advs
         return any(
-            route.last_hop is None and route.msg.client == msg.client and conforms(msg.publication, route.msg.filter)
-            for route in self.advs.values()
+            advs[key].msg.client == msg.client and conforms(msg.publication, advs[key].msg.filter)
+            for key in self.srt.local_keys()
         )
 
     # ------------------------------------------------------------------ client moves

@@ -85,6 +85,18 @@ class Filter:
             raise TypeError("a disjunction has no single normal form: use its disjuncts")
         return _normalise(self)
 
+    @cached_property
+    def by_attribute(self) -> dict[str, tuple[Predicate, ...]]:
+        """A conjunction's predicates grouped by attribute (for ``conforms``: a publication
+        names a few of a wide advertisement's attributes)."""
+        grouped: dict[str, list[Predicate]] = {}
+        for p in self.predicates:
+            grouped.setdefault(p.attr, []).append(p)
+        return {attr: tuple(predicates) for attr, predicates in grouped.items()}
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "by_attribute"}  # rebuilt cheaply
+
     def __str__(self) -> str:
         if self.alternatives:
             return " || ".join(str(d) for d in self.alternatives)
@@ -339,9 +351,7 @@ def conforms(publication: Publication, adv: Filter) -> bool:
     its disjuncts) and satisfies it."""
     if adv.alternatives:
         return any(conforms(publication, d) for d in adv.alternatives)
-    constrained: dict[str, list[Predicate]] = {}
-    for p in adv.predicates:
-        constrained.setdefault(p.attr, []).append(p)
+    constrained = adv.by_attribute
     for attr, value in publication.items:
         if attr not in constrained:
             return False

@@ -75,6 +75,10 @@ class RoutingTable(FilterIndex):
         """The last hop of each of ``slots``."""
         return self._group[slots]
 
+    def local_keys(self) -> list[Key]:
+        """Keys of the entries local clients issued, in slot order."""
+        return self._keys[np.flatnonzero(self._group[: self._slots] == LOCAL)].tolist()
+
     def routed_hops(self, slot: int) -> list[int]:
         """Neighbour indices the entry is routed toward, ascending."""
         return np.flatnonzero(self.routed[slot]).tolist()

@@ -1,3 +1,5 @@
+import pickle
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -179,6 +181,17 @@ def test_conformance_needs_every_publication_attribute_advertised():
     assert conforms(P("[class,'S']"), adv)
     assert not conforms(P("[class,'S'],[price,3],[volume,1]"), adv)
     assert not conforms(P("[class,'S'],[price,-3]"), adv)
+    ranged = F("[price,>,0],[class,eq,'S'],[price,<,5]")  # two predicates on one attribute
+    assert conforms(P("[price,4]"), ranged) and not conforms(P("[price,6]"), ranged)
+
+
+def test_a_filter_pickles_without_its_predicate_grouping():
+    """``by_attribute`` (conformance's lookup) is rebuilt where needed rather than carried."""
+    adv = F(",".join(f"[w{i},isPresent,0]" for i in range(300)))
+    assert conforms(P("[w7,1]"), adv) and "by_attribute" in adv.__dict__ and adv.constraints  # both cached
+    copy = pickle.loads(pickle.dumps(adv))
+    assert "by_attribute" not in copy.__dict__ and "constraints" in copy.__dict__
+    assert str(copy) == str(adv) and conforms(P("[w7,1],[w299,3]"), copy) and not conforms(P("[v,1]"), copy)
 
 
 @settings(max_examples=3000, deadline=None)
