@@ -195,7 +195,7 @@ class Broker:
     def on_adv(self, msg: Message, sender: str | None, ctx: Context) -> None:
         if msg.key in self.advs:
             return
-        slot = self.srt.add_route(msg.key, msg.filter, self._index(sender))
+        slot = self.srt.add_route(msg.key, msg.filter, self._index(sender), msg.client)
         self.advs[msg.key] = Route(msg, sender, slot)
         for hop in self.neighbors:
             if hop != sender:
@@ -224,7 +224,7 @@ class Broker:
         if msg.key in self.subs:
             return
         toward = self.srt.hop_counts(msg.filter)
-        slot = self.prt.add_route(msg.key, msg.filter, self._index(sender))
+        slot = self.prt.add_route(msg.key, msg.filter, self._index(sender), msg.client)
         self.prt.toward[slot] = toward
         route = self.subs[msg.key] = Route(msg, sender, slot)
         for hop in self.subscription_next_hops(route):
@@ -290,10 +290,7 @@ class Broker:
 
     def _conforms(self, msg: Message) -> bool:
         advs = self.advs
-        return any(
-            advs[key].msg.client == msg.client and conforms(msg.publication, advs[key].msg.filter)
-            for key in self.srt.local_keys()
-        )
+        return any(conforms(msg.publication, advs[key].msg.filter) for key in self.srt.local_keys_of(msg.client))
 
     # ------------------------------------------------------------------ client moves
 
@@ -306,14 +303,12 @@ class Broker:
         """The client ``msg.id`` leaves at ``msg.t_pub``: withdraw its advertisements now, and
         its subscriptions once the publications published before then have flushed here."""
         client, cut = msg.id, msg.t_pub
-
-        def leaving(route: Route) -> bool:  # not an earlier incarnation still draining here
-            return route.last_hop is None and route.msg.client == client and route.msg.gen == msg.gen
-
-        for key, route in list(self.advs.items()):
-            if leaving(route):
+        # its local entries of this incarnation (not an earlier one still draining here)
+        for key in self.srt.local_keys_of(client):
+            if key[1] == msg.gen:
                 self.on_unadv(Message("unadv", key[0], key[1], client=client), None, ctx)
-        routes = [route for route in self.subs.values() if leaving(route)]
+        subs = self.subs
+        routes = [subs[key] for key in self.prt.local_keys_of(client) if key[1] == msg.gen]
         for route in routes:
             since = self.delivery_windows.get(route.msg.key, (0, None))[0]
             self.delivery_windows[route.msg.key] = (since, cut)

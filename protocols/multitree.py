@@ -337,7 +337,7 @@ class Multitree:
 
     def on_adv(self, msg: Message, sender: str | None, ctx) -> None:
         if msg.key not in self.advs:
-            self.advs[msg.key] = Route(msg, None, self.srt.add_route(msg.key, msg.filter, LOCAL))
+            self.advs[msg.key] = Route(msg, None, self.srt.add_route(msg.key, msg.filter, LOCAL, msg.client))
 
     def on_unadv(self, msg: Message, sender: str | None, ctx) -> None:
         if self.advs.pop(msg.key, None) is not None:
@@ -346,7 +346,7 @@ class Multitree:
     def on_sub(self, msg: Message, sender: str | None, ctx) -> None:
         if msg.key in self.subs:
             return
-        self.subs[msg.key] = Route(msg, None, self.prt.add_route(msg.key, msg.filter, LOCAL))
+        self.subs[msg.key] = Route(msg, None, self.prt.add_route(msg.key, msg.filter, LOCAL, msg.client))
         text = self.groups[msg.key] = str(msg.filter)
         self._up(Message("mt_register", msg.id, msg.gen, filter=msg.filter, headers=(("home", self.me),)), ctx)
         for number, epoch in sorted(self.epochs.items()):

@@ -363,7 +363,7 @@ class Relocation:
             publisher.window_pubs = publisher.window_traced = 0
 
     def _holds_subscriptions(self, client: str) -> bool:
-        return any(route.last_hop is None and route.msg.client == client for route in self.subs.values())
+        return bool(self.prt.local_keys_of(client))
 
     # ------------------------------------------------------------------ POP
 
@@ -492,8 +492,7 @@ class Relocation:
             return
         publisher.phase, publisher.migration_started = "migrating", ctx.now
         ctx.pause_client(client)
-        advs = tuple(sorted(key for key, route in self.advs.items()
-                            if route.last_hop is None and route.msg.client == client))
+        advs = tuple(sorted(self.srt.local_keys_of(client)))
         self._migrate(Message("migration_adv", client, client=client, headers=(
             ("advs", advs), ("origin", self.name), ("target", target))), ctx)
 

@@ -4,7 +4,9 @@ The base broker keeps two (PADRES's names): the SRT, advertisements by last hop,
 PRT, subscriptions by last hop. Per slot of the index a table holds
 - ``last_hop``: the neighbour index the entry came from, or -1 for a local client;
 - ``toward[slot, n]``: how many advertisements from neighbour n intersect the entry (PRT);
-- ``routed[slot, n]``: whether the entry is routed toward neighbour n (PRT).
+- ``routed[slot, n]``: whether the entry is routed toward neighbour n (PRT);
+- the client that issued the entry, and per client its local entries (last hop LOCAL), so
+  that a client's leaving or publishing touches its own entries, not the table.
 Each question a broker asks of a table is answered by one kernel call of the index (and, for
 an advertisement, one more that updates the counts), and returns what the broker acts on
 (next hops, the entries whose routing changes), so the Python that follows is as long as
@@ -17,10 +19,16 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .index import FilterIndex, Key, Match, Work
+from .index import NO_GROUP, FilterIndex, Key, Match, Work
 from .language import Filter, Publication
 
 LOCAL = -1  # last hop of an entry a local client issued
+
+
+def _grown_objects(array: np.ndarray, size: int) -> np.ndarray:
+    grown = np.empty(size, object)
+    grown[: len(array)] = array
+    return grown
 
 
 class RoutingTable(FilterIndex):
@@ -30,10 +38,13 @@ class RoutingTable(FilterIndex):
         self.toward = np.zeros((8, len(neighbors)), np.int32)
         self.routed = np.zeros((8, len(neighbors)), bool)
         self._group_seen = np.zeros(len(neighbors), np.uint8)
+        self._clients = np.empty(8, object)  # per slot: the issuing client
+        self._local_of_client: dict[str | None, dict[Key, None]] = {}  # in the order they became local here
         self.columns: dict[str, np.ndarray] = {}  # a protocol's own per-slot values, by name
 
     def _grow_slot_arrays(self, size: int) -> None:
         super()._grow_slot_arrays(size)
+        self._clients = _grown_objects(self._clients, size)
         for name in ("toward", "routed"):
             old = getattr(self, name)
             grown = np.zeros((size, old.shape[1]), old.dtype)
@@ -49,14 +60,22 @@ class RoutingTable(FilterIndex):
 
     # ------------------------------------------------------------------ entries
 
-    def add_route(self, key: Key, f: Filter, last_hop: int) -> int:
-        """Add an entry from neighbour index ``last_hop`` (LOCAL: a local client); its slot."""
+    def add_route(self, key: Key, f: Filter, last_hop: int, client: str | None = None) -> int:
+        """Add an entry ``client`` issued, from neighbour index ``last_hop`` (LOCAL: a local
+        client); its slot."""
         self.add(key, f)
         slot = self._slot_of[key]
-        self._group[slot] = last_hop
+        self._clients[slot] = client
         self.toward[slot] = 0
         self.routed[slot] = False
+        self.set_last_hop(slot, last_hop)
         return slot
+
+    def remove(self, key: Key) -> Filter:
+        slot = self._slot_of[key]
+        self.set_last_hop(slot, NO_GROUP)
+        self._clients[slot] = None
+        return super().remove(key)
 
     def slot(self, key: Key) -> int:
         return self._slot_of[key]
@@ -69,15 +88,26 @@ class RoutingTable(FilterIndex):
 
     def set_last_hop(self, slot: int, last_hop: int) -> None:
         """Re-point an entry (a migrated advertisement) to neighbour index ``last_hop``."""
+        was = self._group[slot]
         self._group[slot] = last_hop
+        if (was == LOCAL) == (last_hop == LOCAL):
+            return
+        client, key = self._clients[slot], self._keys[slot]
+        if last_hop == LOCAL:
+            self._local_of_client.setdefault(client, {})[key] = None
+            return
+        local = self._local_of_client[client]
+        del local[key]
+        if not local:
+            del self._local_of_client[client]
 
     def last_hops(self, slots: np.ndarray) -> np.ndarray:
         """The last hop of each of ``slots``."""
         return self._group[slots]
 
-    def local_keys(self) -> list[Key]:
-        """Keys of the entries local clients issued, in slot order."""
-        return self._keys[np.flatnonzero(self._group[: self._slots] == LOCAL)].tolist()
+    def local_keys_of(self, client: str | None) -> list[Key]:
+        """Keys of the local entries ``client`` issued, in the order they became local here."""
+        return list(self._local_of_client.get(client, ()))
 
     def routed_hops(self, slot: int) -> list[int]:
         """Neighbour indices the entry is routed toward, ascending."""

@@ -99,3 +99,22 @@ def test_a_reused_slot_starts_with_no_routing_state():
     assert table.add_route("B", parse_filter("[x,<,1]"), LOCAL) == slot
     assert table.toward[slot].tolist() == [0] * len(NEIGHBORS) and not table.routed[slot].any()
     assert table.last_hop(slot) == LOCAL and table.routed_hops(slot) == []
+
+
+def test_a_clients_local_entries_follow_adds_repointing_and_removes():
+    table = RoutingTable(NEIGHBORS)
+    f = parse_filter("[x,>,1]")
+    table.add_route(("A1", 0), f, LOCAL, "P")
+    table.add_route(("A2", 0), f, 1, "P")  # P's, but it came from a neighbour
+    table.add_route(("A3", 0), f, LOCAL, "P")
+    table.add_route(("B1", 0), f, LOCAL, "Q")
+    assert table.local_keys_of("P") == [("A1", 0), ("A3", 0)] and table.local_keys_of("R") == []
+    table.set_last_hop(table.slot(("A2", 0)), LOCAL)  # a migrated advertisement arrives
+    table.set_last_hop(table.slot(("A1", 0)), 0)  # one leaves
+    assert table.local_keys_of("P") == [("A3", 0), ("A2", 0)]
+    table.remove(("A3", 0))
+    table.remove(("A2", 0))
+    table.remove(("B1", 0))
+    assert table.local_keys_of("P") == [] and table.local_keys_of("Q") == [] and not table._local_of_client
+    table.add_route(("C1", 0), f, LOCAL, "Q")  # into a freed slot
+    assert table.local_keys_of("Q") == [("C1", 0)]
