@@ -62,7 +62,7 @@ class LazyCovering:
 
     def send_subscription(self, route: Route, hop: str, ctx, cause: str | None = None) -> None:
         f, scope = route.msg.filter, self.covering_scope(route, hop)
-        if self.covering_sent[scope].covering(f):
+        if self.covering_sent[scope].is_covered(f):
             self.covering_withheld[scope].add(route.msg.key, f)
         else:
             self._send_covering(route, hop, ctx, cause)
@@ -96,7 +96,7 @@ class LazyCovering:
         candidates = withheld.covered_by(removed.msg.filter)
         candidates.sort(key=lambda k: (_generality(withheld.filter(k)), k))
         for key in candidates:
-            if key in withheld and not sent.covering(withheld.filter(key)):
+            if key in withheld and not sent.is_covered(withheld.filter(key)):
                 withheld.remove(key)
                 self.send_subscription(self.subs[key], hop, ctx, cause=removed.msg.id)
 

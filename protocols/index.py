@@ -821,11 +821,18 @@ class FilterIndex:
     def covering(self, f: Filter) -> list[Key]:
         """Keys of the entries that cover ``f`` (for a disjunction: every disjunct of ``f`` is
         covered by one of the entry's)."""
+        return self.keys_of(self._covering_slots(f))
+
+    def is_covered(self, f: Filter) -> bool:
+        """Whether some entry covers ``f`` (``covering`` without naming them all)."""
+        return len(self._covering_slots(f)) > 0
+
+    def _covering_slots(self, f: Filter) -> np.ndarray:
         found = None
         for disjunct in f.disjuncts:
             slots = self._covering_conjunction(disjunct)
             found = slots if found is None else np.intersect1d(found, slots, assume_unique=True)
-        return self.keys_of(found)
+        return found
 
     def _covering_conjunction(self, f: Filter) -> np.ndarray:
         """Entries' slots, in slot order, with a disjunct that covers conjunction ``f``."""

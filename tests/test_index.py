@@ -31,6 +31,7 @@ def test_covering_questions_equal_oracle(entries, queries):
     index = _table(entries)
     for q in queries:
         assert index.covering(q) == [k for k, f in enumerate(entries) if covers(f, q)]
+        assert index.is_covered(q) == any(covers(f, q) for f in entries)
         assert index.covered_by(q) == [k for k, f in enumerate(entries) if covers(q, f)]
 
 
