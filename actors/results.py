@@ -86,8 +86,9 @@ class TableWriter:
             return
         name = f"part-{self.epoch:05d}-{self.host:04d}-{self.sequence:06d}.parquet"
         self.sequence += 1
-        columns = dict(zip(SCHEMAS[table].names, map(list, zip(*rows))))
-        write_table(self.run_dir, f"{table}/{name}", table, columns)
+        # rows -> columns in Arrow's converter: transposing in Python cost 3 us a row
+        rows_as_structs = pa.array(rows, type=pa.struct(list(SCHEMAS[table])))
+        self.run_dir.write_parquet(f"{table}/{name}", pa.Table.from_struct_array(rows_as_structs))
         self.rows[table] = []
 
     def flush(self) -> None:
