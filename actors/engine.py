@@ -297,9 +297,10 @@ class Engine:
         done, server.in_service = server.in_service, None
         name = server.name
         if self.writer and done.deliveries:
-            append = self.writer.append
-            for publication, sub_id, client in done.deliveries:
-                append("deliveries", publication.id, sub_id, client, name, publication.t_pub, t, publication.hops)
+            self.writer.extend("deliveries", [
+                (publication.id, sub_id, client, name, publication.t_pub, t, publication.hops)
+                for publication, sub_id, client in done.deliveries
+            ])
         for destination, message in done.sends:
             self._send(server, destination, message, t)
         self._move_clients(server, done.client_moves, t)

@@ -80,6 +80,13 @@ class TableWriter:
         if len(rows) >= self.flush_rows:
             self._flush(table)
 
+    def extend(self, table: str, rows: list[tuple]) -> None:
+        """Rows, each its values in the order of the table's columns."""
+        buffered = self.rows[table]
+        buffered += rows
+        if len(buffered) >= self.flush_rows:
+            self._flush(table)
+
     def _flush(self, table: str) -> None:
         rows = self.rows[table]
         if not rows:
