@@ -19,16 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .index import NO_GROUP, FilterIndex, Key, Match, Work
+from .index import NO_GROUP, FilterIndex, Key, Match, Work, _grown
 from .language import Filter, Publication
 
 LOCAL = -1  # last hop of an entry a local client issued
-
-
-def _grown_objects(array: np.ndarray, size: int) -> np.ndarray:
-    grown = np.empty(size, object)
-    grown[: len(array)] = array
-    return grown
 
 
 class RoutingTable(FilterIndex):
@@ -44,7 +38,7 @@ class RoutingTable(FilterIndex):
 
     def _grow_slot_arrays(self, size: int) -> None:
         super()._grow_slot_arrays(size)
-        self._clients = _grown_objects(self._clients, size)
+        self._clients = _grown(self._clients, size, len(self._clients))
         for name in ("toward", "routed"):
             old = getattr(self, name)
             grown = np.zeros((size, old.shape[1]), old.dtype)
