@@ -7,7 +7,10 @@ Every entry also keeps all its cells together in a row. A query probes few colum
 for candidates and checks each candidate's row (the numba kernel of protocols/kernels.py):
 matching a publication probes one access cell per entry (in the bucket of the entry's least
 common selective equality value, else in its least common place), so its cost follows the
-candidates, not the table size (see ``FilterIndex``).
+candidates, not the table size (see ``FilterIndex``). Rows are in attribute order, and on
+tables of wide entries (advertisements of a thousand attributes) a question about a few
+attributes looks them up in a row by bisection, or counts each entry's passing cells over
+those attributes' columns when that reads less (``FilterIndex._plan``).
 Conditions that are not intervals (excluded values, postfixes, substrings) and unsatisfiable
 filters are residual: matching checks them in the kernel (numeric exclusions by value,
 string conditions decided once per publication); other questions re-check the candidates
