@@ -213,19 +213,18 @@ def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, fla
         start, size = int(segments[p, 0]), int(segments[p, 1])
         for i in range(start, start + size):
             s = slots[i]
-            if counts[s]:
+            if counts[s]:  # a slot's first cell here: answer or not, its scratch is cleared
                 if counts[s] == n_query:
                     out_slots[found] = s
                     found += 1
+                else:
+                    flagged[s] = 0
                 counts[s] = 0
     _into_slot_order(out_slots, found, marks)
-    for f in range(found):
+    for f in range(found):  # the answers' flags, read (and cleared) once they are in slot order
         s = out_slots[f]
         out_flags[f] = flagged[s] != 0 or (test == OVERLAP and unsat[s])
-    for p in range(len(segments)):
-        start, size = int(segments[p, 0]), int(segments[p, 1])
-        for i in range(start, start + size):
-            flagged[slots[i]] = 0
+        flagged[s] = 0
     return found
 
 
