@@ -55,12 +55,7 @@ def publications(draw):
 
 
 WIDE_ATTRS = [f"n{i}" for i in range(12)] + [f"s{i}" for i in range(12)]
-
-
-def _wide_predicate(draw, attr):
-    if attr.startswith("n"):
-        return Predicate(attr, draw(st.sampled_from(NUMERIC_OPS)), draw(st.sampled_from(NUMBERS)))
-    return Predicate(attr, draw(st.sampled_from(STRING_OPS)), draw(st.sampled_from(WORDS)))
+ATTR_TYPES.update({attr: attr[0] for attr in WIDE_ATTRS + ["n99"]})  # n: numeric, s: string
 
 
 @st.composite
@@ -69,7 +64,7 @@ def wide_filters(draw):
     wide vocabulary): its row is far wider than a few-attribute question."""
     missing = draw(st.sets(st.sampled_from(WIDE_ATTRS), max_size=4))
     attrs = draw(st.permutations([a for a in WIDE_ATTRS if a not in missing]))
-    return Filter(tuple(_wide_predicate(draw, attr) for attr in attrs))
+    return Filter(tuple(draw(predicates(attr)) for attr in attrs))
 
 
 @st.composite
@@ -77,11 +72,11 @@ def narrow_filters(draw):
     """A conjunction of 1-2 predicates over the wide attributes (or one no entry constrains),
     often one on ``n0`` (see ``hot_filters``)."""
     attrs = draw(st.lists(st.sampled_from(["n0"] * 8 + WIDE_ATTRS + ["n99"]), min_size=1, max_size=2, unique=True))
-    return Filter(tuple(_wide_predicate(draw, attr) for attr in attrs))
+    return Filter(tuple(draw(predicates(attr)) for attr in attrs))
 
 
 @st.composite
 def hot_filters(draw):
     """One predicate on ``n0``: many of them make its column long and the table's rows short
     on average, so questions about ``n0`` and another attribute verify candidates' rows."""
-    return Filter((_wide_predicate(draw, "n0"),))
+    return Filter((draw(predicates("n0")),))
