@@ -45,11 +45,14 @@ client from its old broker and attaches it, with new incarnations (``gen``) of i
 the new one. Each incarnation of a subscription delivers only the publications published in
 its own window: the new one those published at T or later, the old one those published before
 T. The old broker keeps the old subscriptions until every publication published before T that
-could match them has reached it: it sends a ``move_flush`` toward every neighbour with an
-intersecting advertisement, each broker passes it on likewise and answers ``move_flushed``
+could match them has reached it: it sends a marker (``move_flush``) toward every neighbour with
+an intersecting advertisement, each broker passes it on likewise and answers ``move_flushed``
 once its own upstream has answered. Links and mailboxes are FIFO and a broker's local clients'
-publications before T are ahead of the flush in its mailbox, so the answer arrives behind
-every such publication; the old subscriptions are then withdrawn. A publication is delivered
+publications before T are ahead of the marker in its mailbox, so the answer arrives behind
+every such publication; the old subscriptions are then withdrawn. A broker keeps at most one
+marker out per link: flush requests made while one is out ride the next, sent when it comes
+back (a later marker trails more, never less), so many clients moving at once cost a hub a few
+markers per round trip instead of a round per move (the mobile rush hour). A publication is delivered
 at most once per subscription whatever the stack (the windows do not overlap), and exactly
 once when published while the subscriber is settled, where publications travel the
 advertisement tree (not over soft links or multi-tree routes, and not with ``delay`` faults
@@ -119,11 +122,17 @@ class Route:
 
 @dataclass(slots=True)
 class _Flush:
-    """A ``move_flush`` this broker passed on: whom to answer (None: it drains its own
-    subscriptions ``keys``) once every neighbour in ``waiting`` has answered."""
+    """A flush request: done once a marker sent after it has come back from every direction
+    (neighbour index) in ``waiting``. Then it answers the marker ``answer`` of neighbour
+    ``reply_to``, or, where it came from this broker's own detach (``reply_to`` None), drains
+    the subscriptions ``keys`` its client left behind at ``cut``."""
 
-    reply_to: str | None
     waiting: set[int]
+    items: tuple[Message, ...]  # the moving subscriptions: where the markers must go
+    reply_to: str | None = None
+    answer: Key = ("", 0)
+    client: str = ""
+    gen: int = 0
     keys: list[Key] = field(default_factory=list)
     cut: int = 0
 
@@ -149,7 +158,12 @@ class Broker:
         # a local subscription's delivery window [since, until) in publication time, where a
         # move bounds it; and the flushes this broker waits for, by (client, gen) detached
         self.delivery_windows: dict[Key, tuple[int, int | None]] = {}
-        self.flushes: dict[Key, _Flush] = {}
+        # flush requests by number; per direction the marker out there (its number and the
+        # requests riding it) and the requests waiting for the next marker that way
+        self.flushes: dict[int, _Flush] = {}
+        self.markers_out: dict[int, tuple[int, list[int]]] = {}
+        self.markers_next: dict[int, list[int]] = {}
+        self.flush_count = 0
 
     # ------------------------------------------------------------------ dispatch
 
@@ -312,53 +326,75 @@ class Broker:
         for route in routes:
             since = self.delivery_windows.get(route.msg.key, (0, None))[0]
             self.delivery_windows[route.msg.key] = (since, cut)
-        directions = sorted({hop for route in routes for hop in self.prt.routable_hops(route.slot)})
-        drain = _Flush(None, set(directions), [route.msg.key for route in routes], cut)
-        self._pass_flush(Message("move_flush", client, msg.gen, client=client, t_pub=cut,
-                                 items=tuple(route.msg for route in routes)), drain, ctx)
+        directions = {hop for route in routes for hop in self.prt.routable_hops(route.slot)}
+        self._request_flush(_Flush(directions, tuple(route.msg for route in routes), client=client, gen=msg.gen,
+                                   keys=[route.msg.key for route in routes], cut=cut), ctx)
 
     def on_move_flush(self, msg: Message, sender: str | None, ctx: Context) -> None:
-        """Pass a flush on toward every other neighbour with an advertisement intersecting one
-        of the moving client's subscriptions; answer once they all have."""
+        """Pass a marker on toward every other neighbour with an advertisement intersecting one
+        of the moving subscriptions it asks about; answer once they all have."""
         directions: set[int] = set()
         for item in msg.items:
             directions.update(np.flatnonzero(self.srt.hop_counts(item.filter)).tolist())
         directions.discard(self.hop_index[sender])
-        self._pass_flush(msg, _Flush(sender, directions), ctx)
+        self._request_flush(_Flush(directions, msg.items, reply_to=sender, answer=msg.key), ctx)
 
     def on_move_flushed(self, msg: Message, sender: str | None, ctx: Context) -> None:
-        self._flushed(msg.key, self.hop_index[sender], ctx)
+        direction = self.hop_index[sender]
+        out = self.markers_out.get(direction)
+        if out is not None and out[0] == msg.gen:  # not a late answer to a marker given up
+            self._marker_answered(direction, ctx)
 
-    def _pass_flush(self, msg: Message, flush: _Flush, ctx: Context) -> None:
-        self.flushes[msg.key] = flush
-        for hop in sorted(flush.waiting):
-            ctx.send(self.neighbors[hop], msg)
+    def _request_flush(self, flush: _Flush, ctx: Context) -> None:
+        """Send a marker each way ``flush`` waits for, or, where one is already out that way,
+        let the request ride the next one (sent when that one comes back): markers trail
+        everything sent before them, so a later one serves every request made before it,
+        and a broker has at most one marker out per link however many clients move."""
+        number = self.flush_count = self.flush_count + 1
+        self.flushes[number] = flush
+        for direction in sorted(flush.waiting):
+            if direction in self.markers_out:
+                self.markers_next.setdefault(direction, []).append(number)
+            else:
+                self._send_marker(direction, [number], ctx)
         if not flush.waiting:
-            self._flushed(msg.key, None, ctx)
+            self._flush_done(number, ctx)
 
-    def _flushed(self, key: Key, hop: int | None, ctx: Context) -> None:
-        flush = self.flushes.get(key)
-        if flush is None:
-            return
-        flush.waiting.discard(hop)
-        if flush.waiting:
-            return
-        del self.flushes[key]
+    def _send_marker(self, direction: int, numbers: list[int], ctx: Context) -> None:
+        seq = self.flush_count = self.flush_count + 1
+        self.markers_out[direction] = (seq, numbers)
+        items = tuple(item for number in numbers for item in self.flushes[number].items)
+        ctx.send(self.neighbors[direction], Message("move_flush", self.name, seq, items=items))
+
+    def _marker_answered(self, direction: int, ctx: Context) -> None:
+        _, numbers = self.markers_out.pop(direction)
+        riding_next = self.markers_next.pop(direction, None)
+        if riding_next:
+            self._send_marker(direction, riding_next, ctx)
+        for number in numbers:
+            flush = self.flushes[number]
+            flush.waiting.discard(direction)
+            if not flush.waiting:
+                self._flush_done(number, ctx)
+
+    def _flush_done(self, number: int, ctx: Context) -> None:
+        flush = self.flushes.pop(number)
         if flush.reply_to is not None:
-            ctx.send(flush.reply_to, Message("move_flushed", key[0], key[1], client=key[0]))
+            ctx.send(flush.reply_to, Message("move_flushed", *flush.answer))
             return
         for sub in flush.keys:
             if sub in self.subs:
-                self.on_unsub(Message("unsub", sub[0], sub[1], client=key[0]), None, ctx)
+                self.on_unsub(Message("unsub", sub[0], sub[1], client=flush.client), None, ctx)
         if flush.keys:
-            ctx.event("move_drained", client=key[0], gen=key[1], t_move_us=flush.cut, subscriptions=len(flush.keys))
+            ctx.event("move_drained", client=flush.client, gen=flush.gen, t_move_us=flush.cut,
+                      subscriptions=len(flush.keys))
 
     # ------------------------------------------------------------------ recovery
 
     def link_restored(self, hop: str, ctx: Context) -> None:
         # what the neighbour had to answer was lost with the link (or with its restart)
-        for key in [key for key, flush in self.flushes.items() if self.hop_index[hop] in flush.waiting]:
-            self._flushed(key, self.hop_index[hop], ctx)
+        if self.hop_index[hop] in self.markers_out:
+            self._marker_answered(self.hop_index[hop], ctx)
         flooded = [route.msg for route in self.advs.values() if route.last_hop != hop]
         for msg in flooded:
             ctx.send(hop, msg)

@@ -109,6 +109,20 @@ def test_moving_subscribers_get_each_publication_once(write_scenario, tmp_path, 
     assert messages.queue_len.max() >= 5
     drained = [json.loads(d) for d in read_table(out, "events").to_pandas().query("kind == 'move_drained'").detail]
     assert len(drained) == moves
+    assert_one_marker_out_per_link(messages)
+
+
+def assert_one_marker_out_per_link(messages) -> None:
+    """On every link, each flush marker is answered before the next one arrives: moves that
+    overlap share markers instead of each sending its own."""
+    markers = messages[messages.kind == "move_flush"]
+    answers = messages[messages.kind == "move_flushed"]
+    for (sender, broker), sent in markers.groupby(["sender", "broker"]):
+        arrived = sorted(sent.t_arrive_us)
+        answered = sorted(answers[(answers.sender == broker) & (answers.broker == sender)].t_arrive_us)
+        assert len(answered) == len(arrived)
+        for i, (marker, answer) in enumerate(zip(arrived, answered)):
+            assert marker < answer and (i + 1 == len(arrived) or answer <= arrived[i + 1])
 
 
 @pytest.mark.parametrize("stack", ["active", "incremental"])
