@@ -92,7 +92,7 @@ class _Context:
         self.uplink_utilisation = uplink_utilisation  # over the last sampling interval
         self.queued_us = queued_us  # how long the message in hand waited in the mailbox
         self.sends: list[tuple[str, Message]] = []
-        self.deliveries: list[tuple[Message, str, str]] = []
+        self.deliveries: list[tuple[Message, list[str], list]] = []
         self.events: list[tuple[str, dict]] = []
         self.client_moves: list[tuple[str, str | None]] = []  # (client, None: pause | broker: resume there)
         self._engine, self._server, self._kind = engine, server, kind
@@ -114,8 +114,8 @@ class _Context:
     def send(self, destination: str, message: Message) -> None:
         self.sends.append((destination, message))
 
-    def deliver(self, publication: Message, sub_id: str, client: str) -> None:
-        self.deliveries.append((publication, sub_id, client))
+    def deliver(self, publication: Message, sub_ids: list[str], clients: list) -> None:
+        self.deliveries.append((publication, sub_ids, clients))
 
     def event(self, kind: str, **detail) -> None:
         self.events.append((kind, detail))
@@ -296,11 +296,12 @@ class Engine:
         server.busy_until = None
         done, server.in_service = server.in_service, None
         name = server.name
-        if self.writer and done.deliveries:
-            self.writer.extend("deliveries", [
-                (publication.id, sub_id, client, name, publication.t_pub, t, publication.hops)
-                for publication, sub_id, client in done.deliveries
-            ])
+        if self.writer:
+            for publication, sub_ids, clients in done.deliveries:
+                n = len(sub_ids)
+                self.writer.extend_columns("deliveries", (
+                    [publication.id] * n, sub_ids, clients, [name] * n, [publication.t_pub] * n, [t] * n,
+                    [publication.hops] * n))
         for destination, message in done.sends:
             self._send(server, destination, message, t)
         self._move_clients(server, done.client_moves, t)

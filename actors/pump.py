@@ -30,7 +30,7 @@ class SyncPump:
     def send(self, destination, message) -> None:
         self.queue.append((destination, self._current, message))
 
-    def deliver(self, publication, sub_id, client) -> None:
+    def deliver(self, publication, sub_ids, clients) -> None:
         pass
 
     def event(self, kind, **detail) -> None:

@@ -63,7 +63,9 @@ def as_run_dir(run_dir) -> RunDir | Collected:
 
 
 class TableWriter:
-    """Row buffers of one host, flushed to part files when large and at epoch ends."""
+    """Buffers of one host's rows, flushed to part files when large and at epoch ends. Rows
+    come one by one (``append``, ``extend``) or as columns (``extend_columns``: many rows that
+    share values, such as a publication's deliveries at one broker)."""
 
     def __init__(self, run_dir: str | RunDir | Collected, host: int, flush_rows: int = 200_000) -> None:
         self.run_dir = as_run_dir(run_dir)
@@ -72,6 +74,7 @@ class TableWriter:
         self.epoch = 0
         self.sequence = 0
         self.rows: dict[str, list[tuple]] = {t: [] for t in STREAMED}
+        self.columns: dict[str, list[list]] = {t: _no_columns(t) for t in STREAMED}
 
     def append(self, table: str, *values) -> None:
         """One row, its values in the order of the table's columns."""
@@ -87,16 +90,28 @@ class TableWriter:
         if len(buffered) >= self.flush_rows:
             self._flush(table)
 
+    def extend_columns(self, table: str, columns: tuple[list, ...]) -> None:
+        """Rows given as columns, in the order of the table's columns, all of one length."""
+        buffered = self.columns[table]
+        for column, values in zip(buffered, columns):
+            column += values
+        if len(self.rows[table]) + len(buffered[0]) >= self.flush_rows:
+            self._flush(table)
+
     def _flush(self, table: str) -> None:
-        rows = self.rows[table]
-        if not rows:
+        rows, columns = self.rows[table], self.columns[table]
+        if not rows and not columns[0]:
             return
         name = f"part-{self.epoch:05d}-{self.host:04d}-{self.sequence:06d}.parquet"
         self.sequence += 1
-        # rows -> columns in Arrow's converter: transposing in Python cost 3 us a row
-        rows_as_structs = pa.array(rows, type=pa.struct(list(SCHEMAS[table])))
-        self.run_dir.write_parquet(f"{table}/{name}", pa.Table.from_struct_array(rows_as_structs))
-        self.rows[table] = []
+        schema = SCHEMAS[table]
+        parts = []
+        if rows:  # rows -> columns in Arrow's converter: transposing in Python cost 3 us a row
+            parts.append(pa.Table.from_struct_array(pa.array(rows, type=pa.struct(list(schema)))))
+        if columns[0]:
+            parts.append(pa.table([pa.array(values, type=f.type) for values, f in zip(columns, schema)], schema=schema))
+        self.run_dir.write_parquet(f"{table}/{name}", parts[0] if len(parts) == 1 else pa.concat_tables(parts))
+        self.rows[table], self.columns[table] = [], _no_columns(table)
 
     def flush(self) -> None:
         for table in STREAMED:
@@ -114,6 +129,11 @@ class TableWriter:
         discard_parts(self.run_dir, self.host, epoch)
         self.epoch, self.sequence = epoch, 0
         self.rows = {t: [] for t in STREAMED}
+        self.columns = {t: _no_columns(t) for t in STREAMED}
+
+
+def _no_columns(table: str) -> list[list]:
+    return [[] for _ in SCHEMAS[table]]
 
 
 def discard_parts(run_dir: RunDir | Collected, host: int, epoch: int) -> None:

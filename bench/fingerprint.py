@@ -6,7 +6,8 @@ can be checked to leave ``deliveries``, ``messages``, ``samples`` and ``events``
     python bench/fingerprint.py --compare BEFORE.json AFTER.json
 
 The reference scenarios: the engine benchmark's (2,000 operations, zero and padres costs)
-and every ``unsub_burst_small_*``, all with ``hosts: 0``.
+every ``unsub_burst_small_*`` and the test-sized mobile rush hours (moving clients), all with
+``hosts: 0``.
 """
 import argparse
 import hashlib
@@ -35,7 +36,7 @@ def references(tmp: Path) -> dict[str, Path]:
         path = tmp / f"engine-{profile}.yaml"
         path.write_text(yaml.safe_dump(engine_scenario(2000, profile, 0)))
         found[f"engine-{profile}"] = path
-    for path in sorted(SCENARIOS.glob("unsub_burst_small_*.yaml")):
+    for path in sorted(SCENARIOS.glob("unsub_burst_small_*.yaml")) + sorted(SCENARIOS.glob("mobile_rush_hour_small_*.yaml")):
         if "sweep" not in path.stem:
             found[path.stem] = path
     return found

@@ -26,7 +26,8 @@ Hooks protocols override (and extend with ``super()``):
                                      base broker's next hops as neighbour indices)
   ``publication_arrived(msg, match, sender)``  the publication as this broker delivers and
                                      forwards it (protocols update its headers here)
-  ``deliver_locally(msg, route, ctx)`` hand a publication to a local subscriber
+  ``deliver_locally(msg, slots, ctx)`` hand a publication to the local subscriptions at
+                                     ``slots`` (PRT slots, in slot order)
   ``send_subscription(route, hop, ctx)`` / ``send_unsubscription(route, hop, ctx)``
                                      the output filter: what physically crosses to a neighbour
                                      when a subscription starts / stops being routed there
@@ -87,7 +88,7 @@ class Context(Protocol):
 
     def send(self, destination: str, message: Message) -> None: ...
 
-    def deliver(self, publication: Message, sub_id: str, client: str) -> None: ...
+    def deliver(self, publication: Message, sub_ids: list[str], clients: list) -> None: ...  # one each
 
     def event(self, kind: str, **detail) -> None: ...
 
@@ -155,9 +156,6 @@ class Broker:
         self.prt = RoutingTable(self.neighbors, self.work)
         self.advs: dict[Key, Route] = {}
         self.subs: dict[Key, Route] = {}
-        # a local subscription's delivery window [since, until) in publication time, where a
-        # move bounds it; and the flushes this broker waits for, by (client, gen) detached
-        self.delivery_windows: dict[Key, tuple[int, int | None]] = {}
         # flush requests by number; per direction the marker out there (its number and the
         # requests riding it) and the requests waiting for the next marker that way
         self.flushes: dict[int, _Flush] = {}
@@ -248,7 +246,6 @@ class Broker:
         route = self.subs.pop(msg.key, None)
         if route is None:
             return
-        self.delivery_windows.pop(msg.key, None)
         for hop in self.prt.routed_hops(route.slot):
             self._unroute_subscription(route, self.neighbors[hop], ctx)
         self.prt.remove(msg.key)
@@ -281,11 +278,8 @@ class Broker:
             return
         match = self.prt.publication(msg.publication, self.sender_direction(sender))
         msg = self.publication_arrived(msg, match, sender)
-        if match.local:
-            subs = self.subs
-            for key in self.prt.keys_of(match.local):
-                if self.in_window(key, msg.t_pub):
-                    self.deliver_locally(msg, subs[key], ctx)
+        if len(match.local):
+            self._deliver(msg, match.local, ctx)
         hops = self.publication_next_hops(msg, match, sender)
         if hops:
             copy = msg.forwarded()  # immutable: every next hop can take the same copy
@@ -295,8 +289,15 @@ class Broker:
     def publication_arrived(self, msg: Message, match: Match, sender: str | None) -> Message:
         return msg
 
-    def deliver_locally(self, msg: Message, route: Route, ctx: Context) -> None:
-        ctx.deliver(msg, route.msg.id, route.msg.client)
+    def _deliver(self, msg: Message, slots: np.ndarray, ctx: Context) -> None:
+        """Deliver to those of the matching local subscriptions at ``slots`` whose incarnation's
+        window holds the publication."""
+        slots = self.prt.delivering(slots, msg.t_pub)
+        if len(slots):
+            self.deliver_locally(msg, slots, ctx)
+
+    def deliver_locally(self, msg: Message, slots: np.ndarray, ctx: Context) -> None:
+        ctx.deliver(msg, self.prt.ids_of(slots), self.prt.clients_of(slots))
 
     def publication_next_hops(self, msg: Message, match: Match, sender: str | None) -> list[str]:
         neighbors = self.neighbors
@@ -307,11 +308,6 @@ class Broker:
         return any(conforms(msg.publication, advs[key].msg.filter) for key in self.srt.local_keys_of(msg.client))
 
     # ------------------------------------------------------------------ client moves
-
-    def in_window(self, key: Key, t_pub: int) -> bool:
-        """Whether local subscription ``key`` delivers a publication published at ``t_pub``."""
-        window = self.delivery_windows.get(key)
-        return window is None or (window[0] <= t_pub and (window[1] is None or t_pub < window[1]))
 
     def on_detach(self, msg: Message, sender: str | None, ctx: Context) -> None:
         """The client ``msg.id`` leaves at ``msg.t_pub``: withdraw its advertisements now, and
@@ -324,8 +320,7 @@ class Broker:
         subs = self.subs
         routes = [subs[key] for key in self.prt.local_keys_of(client) if key[1] == msg.gen]
         for route in routes:
-            since = self.delivery_windows.get(route.msg.key, (0, None))[0]
-            self.delivery_windows[route.msg.key] = (since, cut)
+            self.prt.until[route.slot] = cut
         directions = {hop for route in routes for hop in self.prt.routable_hops(route.slot)}
         self._request_flush(_Flush(directions, tuple(route.msg for route in routes), client=client, gen=msg.gen,
                                    keys=[route.msg.key for route in routes], cut=cut), ctx)
@@ -426,9 +421,9 @@ class Broker:
         """The client ``msg.id`` arrives at ``msg.t_pub`` and re-issues its advertisements and
         subscriptions; these deliver what is published from then on."""
         for item in msg.items:
-            if item.kind == "sub":
-                self.delivery_windows[item.key] = (msg.t_pub, None)
             self.handle(item, None, ctx)
+            if item.kind == "sub":
+                self.prt.since[self.subs[item.key].slot] = msg.t_pub
 
 
 class _SentSubscriptions:

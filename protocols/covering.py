@@ -153,8 +153,8 @@ class _Packer:
         else:
             self.ctx.send(destination, message)
 
-    def deliver(self, publication, sub_id, client) -> None:
-        self.ctx.deliver(publication, sub_id, client)
+    def deliver(self, publication, sub_ids, clients) -> None:
+        self.ctx.deliver(publication, sub_ids, clients)
 
     def event(self, kind: str, **detail) -> None:
         self.ctx.event(kind, **detail)

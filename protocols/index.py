@@ -807,7 +807,7 @@ class FilterIndex:
         )
         segments, bounds, candidates, _ = self._plan(probes, kernels.POINT, "match", None)
         if not candidates:
-            return Match(np.zeros(0, np.int64), [], [])
+            return Match(np.zeros(0, np.int64), [], np.zeros(0, np.int64))
         slots, local = np.empty(candidates, np.int64), np.empty(candidates, np.int64)
         groups = np.empty(len(self._group_seen), np.int64)
         arena, rows, residual_lines = self._arena, self._rows, self._residual_lines
@@ -819,7 +819,7 @@ class FilterIndex:
             self._owner, self._group, exclude, self._group_seen, slots, groups, local,
         )
         self.work.residual_checks += checks
-        return Match(slots[:found], groups[:grouped].tolist(), local[:locals_].tolist())
+        return Match(slots[:found], groups[:grouped].tolist(), local[:locals_])
 
     def covering(self, f: Filter) -> list[Key]:
         """Keys of the entries that cover ``f`` (for a disjunction: every disjunct of ``f`` is
@@ -916,7 +916,7 @@ class Match(NamedTuple):
 
     slots: np.ndarray
     groups: list[int]
-    local: list[int]
+    local: np.ndarray
 
 
 def _query_side_rank(probe: tuple) -> tuple:

@@ -359,7 +359,6 @@ class Multitree:
         if route is None:
             return
         self.prt.remove(msg.key)
-        self.delivery_windows.pop(msg.key, None)
         text = self.groups.pop(msg.key)
         self._up(Message("mt_unregister", msg.id, msg.gen), ctx)
         for number, epoch in sorted(self.epochs.items()):
@@ -394,7 +393,7 @@ class Multitree:
                                  headers=(("publisher", self.me),)), ctx)
             msg = msg.with_headers(epoch=self.active)
         number = msg.header("epoch")
-        local = self.prt.keys_of(self.prt.publication(msg.publication, LOCAL).local)
+        local = self.prt.publication(msg.publication, LOCAL).local
         if number == 0:  # before the first plan: flood T0
             self._deliver(msg, local, ctx)
             self._forward(msg, self._base_hops(sender), ctx)
@@ -413,14 +412,10 @@ class Multitree:
                 directions = epoch.channel(cluster)
             else:
                 directions = np.flatnonzero(rows[clusters == cluster].any(axis=0)).tolist()
-            self._deliver(msg, [key for key in local if epoch.cluster_of(self.groups[key]) == cluster], ctx)
+            in_cluster = [epoch.cluster_of(self.groups[key]) == cluster for key in self.prt.keys_of(local)]
+            self._deliver(msg, local[np.array(in_cluster, bool)], ctx)
             names = self.neighbors
             self._forward(msg.with_headers(tree=cluster), [names[d] for d in directions if names[d] != sender], ctx)
-
-    def _deliver(self, msg: Message, keys, ctx) -> None:
-        for key in keys:
-            if self.in_window(key, msg.t_pub):
-                self.deliver_locally(msg, self.subs[key], ctx)
 
     def _forward(self, msg: Message, hops: list[str], ctx) -> None:
         if hops:
@@ -428,7 +423,7 @@ class Multitree:
             for hop in hops:
                 ctx.send(hop, copy)
 
-    def _opt_route(self, msg: Message, epoch: _Epoch, local: list, sender: str | None, ctx) -> None:
+    def _opt_route(self, msg: Message, epoch: _Epoch, local: np.ndarray, sender: str | None, ctx) -> None:
         """OPT: the publisher's broker joins the matching subscriptions' brokers by a Steiner
         tree that the copy carries; every broker on it delivers locally and passes it on."""
         self._deliver(msg, local, ctx)

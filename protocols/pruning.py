@@ -33,6 +33,8 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+
 from .broker import Route, configured
 from .covering import ActiveCovering
 from .messages import Message
@@ -133,13 +135,14 @@ class Pruning(ActiveCovering):
             return msg.with_headers(distance=distance, count=count)
         return msg.with_headers(distance=distance)
 
-    def deliver_locally(self, msg: Message, route: Route, ctx) -> None:
-        window = self.pruning_window.setdefault(route.msg.key, deque())
+    def deliver_locally(self, msg: Message, slots: np.ndarray, ctx) -> None:
         entry = WindowEntry(ctx.now, msg.id, msg.client, msg.header("distance", 0), msg.header("count", 0))
-        window.append(entry)
-        self._count_window(1, entry.nbytes)
-        self._expire(window, ctx.now)
-        super().deliver_locally(msg, route, ctx)
+        for key in self.prt.keys_of(slots):
+            window = self.pruning_window.setdefault(key, deque())
+            window.append(entry)
+            self._count_window(1, entry.nbytes)
+            self._expire(window, ctx.now)
+        super().deliver_locally(msg, slots, ctx)
 
     def _expire(self, window: deque, now: int) -> None:
         while window and window[0].t <= now - self.pruning.window_us:

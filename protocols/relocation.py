@@ -65,7 +65,9 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from .broker import Route, configured
+import numpy as np
+
+from .broker import configured
 from .messages import Message
 from .routing import LOCAL
 
@@ -323,10 +325,10 @@ class Relocation:
             self._traced[0] = list(hops)
         return hops
 
-    def deliver_locally(self, msg: Message, route: Route, ctx) -> None:
+    def deliver_locally(self, msg: Message, slots: np.ndarray, ctx) -> None:
         if self._traced is not None:
-            self._traced[1] += 1
-        super().deliver_locally(msg, route, ctx)
+            self._traced[1] += len(slots)
+        super().deliver_locally(msg, slots, ctx)
 
     def _publisher(self, client: str, ctx) -> _Publisher:
         publisher = self.publishers.get(client)

@@ -6,7 +6,9 @@ PRT, subscriptions by last hop. Per slot of the index a table holds
 - ``toward[slot, n]``: how many advertisements from neighbour n intersect the entry (PRT);
 - ``routed[slot, n]``: whether the entry is routed toward neighbour n (PRT);
 - the client that issued the entry, and per client its local entries (last hop LOCAL), so
-  that a client's leaving or publishing touches its own entries, not the table.
+  that a client's leaving or publishing touches its own entries, not the table;
+- a local subscription's delivery window: it delivers the publications published in
+  ``[since, until)`` (where a client move bounds its incarnation, see protocols/broker.py).
 Each question a broker asks of a table is answered by one kernel call of the index (and, for
 an advertisement, one more that updates the counts), and returns what the broker acts on
 (next hops, the entries whose routing changes), so the Python that follows is as long as
@@ -23,6 +25,7 @@ from .index import NO_GROUP, FilterIndex, Key, Match, Work, _grown
 from .language import Filter, Publication
 
 LOCAL = -1  # last hop of an entry a local client issued
+FOREVER = np.iinfo(np.int64).max  # the end of a delivery window no move has bounded
 
 
 class RoutingTable(FilterIndex):
@@ -33,12 +36,16 @@ class RoutingTable(FilterIndex):
         self.routed = np.zeros((8, len(neighbors)), bool)
         self._group_seen = np.zeros(len(neighbors), np.uint8)
         self._clients = np.empty(8, object)  # per slot: the issuing client
+        self.since = np.zeros(8, np.int64)
+        self.until = np.full(8, FOREVER, np.int64)
         self._local_of_client: dict[str | None, dict[Key, None]] = {}  # in the order they became local here
         self.columns: dict[str, np.ndarray] = {}  # a protocol's own per-slot values, by name
 
     def _grow_slot_arrays(self, size: int) -> None:
         super()._grow_slot_arrays(size)
         self._clients = _grown(self._clients, size, len(self._clients))
+        self.since = _grown(self.since, size, len(self.since))
+        self.until = np.concatenate([self.until, np.full(size - len(self.until), FOREVER, np.int64)])
         for name in ("toward", "routed"):
             old = getattr(self, name)
             grown = np.zeros((size, old.shape[1]), old.dtype)
@@ -60,6 +67,7 @@ class RoutingTable(FilterIndex):
         self.add(key, f)
         slot = self._slot_of[key]
         self._clients[slot] = client
+        self.since[slot], self.until[slot] = 0, FOREVER
         self.toward[slot] = 0
         self.routed[slot] = False
         self.set_last_hop(slot, last_hop)
@@ -102,6 +110,19 @@ class RoutingTable(FilterIndex):
     def local_keys_of(self, client: str | None) -> list[Key]:
         """Keys of the local entries ``client`` issued, in the order they became local here."""
         return list(self._local_of_client.get(client, ()))
+
+    def delivering(self, slots: np.ndarray, t_pub: int) -> np.ndarray:
+        """Those of ``slots`` whose delivery window holds a publication published at ``t_pub``."""
+        inside = (self.since[slots] <= t_pub) & (t_pub < self.until[slots])
+        return slots if inside.all() else slots[inside]
+
+    def ids_of(self, slots: np.ndarray) -> list[str]:
+        """The ids of the entries at ``slots`` (of keys (id, generation), as brokers key them)."""
+        return [key[0] for key in self._keys[slots].tolist()]
+
+    def clients_of(self, slots: np.ndarray) -> list:
+        """The clients that issued the entries at ``slots``, in order."""
+        return self._clients[slots].tolist()
 
     def routed_hops(self, slot: int) -> list[int]:
         """Neighbour indices the entry is routed toward, ascending."""

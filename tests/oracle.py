@@ -44,8 +44,8 @@ class Pump(SyncPump):
         self.sent.append((self._current, destination, message.kind, message.id))
         super().send(destination, message)
 
-    def deliver(self, publication, sub_id, client):
-        self.deliveries.append((publication.id, sub_id))
+    def deliver(self, publication, sub_ids, clients):
+        self.deliveries += [(publication.id, sub_id) for sub_id in sub_ids]
 
     def event(self, kind, **detail):
         self.events.append((kind, detail))
