@@ -328,10 +328,13 @@ class Broker:
     def on_move_flush(self, msg: Message, sender: str | None, ctx: Context) -> None:
         """Pass a marker on toward every other neighbour with an advertisement intersecting one
         of the moving subscriptions it asks about; answer once they all have."""
+        came_from, others = self.hop_index[sender], len(self.neighbors) - 1
         directions: set[int] = set()
         for item in msg.items:
-            directions.update(np.flatnonzero(self.srt.hop_counts(item.filter)).tolist())
-        directions.discard(self.hop_index[sender])
+            if len(directions) == others:  # every other neighbour already: ask no more
+                break
+            directions.update(hop for hop in np.flatnonzero(self.srt.hop_counts(item.filter)).tolist()
+                              if hop != came_from)
         self._request_flush(_Flush(directions, msg.items, reply_to=sender, answer=msg.key), ctx)
 
     def on_move_flushed(self, msg: Message, sender: str | None, ctx: Context) -> None:
