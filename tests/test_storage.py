@@ -52,6 +52,24 @@ def test_collected_files_stay_in_memory_until_taken():
 
 
 @pytest.mark.ray
+
+def test_rows_given_one_by_one_and_as_columns_share_a_part(tmp_path):
+    writer = TableWriter(RunDir(tmp_path), host=0, flush_rows=6)
+    writer.append("deliveries", "M1", "S1", "c1", "B1", 10, 20, 1)
+    writer.extend_columns("deliveries", (["M2"] * 2, ["S1", "S2"], ["c1", "c2"], ["B2"] * 2, [30] * 2, [40] * 2,
+                                         [2] * 2))
+    assert list(tmp_path.glob("deliveries/*.parquet")) == []  # 3 rows buffered
+    writer.extend_columns("deliveries", (["M3"] * 3, ["S3", "S4", "S5"], ["c3"] * 3, ["B3"] * 3, [50] * 3,
+                                         [60] * 3, [3] * 3))  # 6: one part
+    writer.append("deliveries", "M4", "S6", "c6", "B4", 70, 80, 4)
+    writer.flush()
+    rows = read_table(tmp_path, "deliveries").to_pylist()
+    assert [(r["pub_id"], r["sub_id"], r["client"], r["broker"], r["t_pub_us"], r["hops"]) for r in rows] == [
+        ("M1", "S1", "c1", "B1", 10, 1), ("M2", "S1", "c1", "B2", 30, 2), ("M2", "S2", "c2", "B2", 30, 2),
+        ("M3", "S3", "c3", "B3", 50, 3), ("M3", "S4", "c3", "B3", 50, 3), ("M3", "S5", "c3", "B3", 50, 3),
+        ("M4", "S6", "c6", "B4", 70, 4)]
+    assert len(list(tmp_path.glob("deliveries/*.parquet"))) == 2
+
 @pytest.mark.slow
 def test_hosts_that_share_no_storage_send_their_files_to_the_driver(write_scenario, tmp_path, monkeypatch,
                                                                      ray_session, uninterrupted):
