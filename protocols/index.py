@@ -735,6 +735,30 @@ class FilterIndex:
             return None, None, 0, False
         return self._layout(segments, bounds) + (candidates, False)
 
+    def _plan_match(self, points):
+        """``_plan`` of a publication's ``points`` (attribute, type, code, value): each
+        attribute's interval place and the bucket of its value, access cells only."""
+        self._reencode_strings()
+        attributes = self._attributes
+        segments, bounds = [], []
+        cells = 0
+        for attr, type_, code, value in points:
+            attribute = attributes.get((attr, type_))
+            if attribute is None:
+                continue
+            for place in (attribute.interval, attribute.buckets.get(value) if attribute.buckets else None):
+                if place is not None and place.size:
+                    cells += place.size
+                    access = place.access
+                    if access.size:
+                        segments += (access.start, access.size, code, code, 0)
+            bounds += (attribute.id, code, code, 0)
+        self._count("match", cells)
+        candidates = sum(segments[1::5])
+        if not candidates:
+            return None, None, 0
+        return self._layout(segments, bounds) + (candidates,)
+
     @staticmethod
     def _layout(segments: list, bounds: list) -> tuple[np.ndarray, np.ndarray]:
         return np.array(segments, np.float64).reshape(-1, 5), np.array(bounds, np.float64).reshape(-1, 4)
@@ -797,15 +821,11 @@ class FilterIndex:
         that also checks their residual conditions and groups them (see ``Match``): the
         groups of a routing table are last hops, and ``exclude`` the one the publication came
         from."""
-        probes = self._stable_probes(
-            lambda: [
-                (attr, STRING, (self.vocabulary.code(v),), False, v)
-                if isinstance(v, str)
-                else (attr, NUMERIC, (float(v),), False, v)
-                for attr, v in publication.items
-            ]
+        points = self._stable_probes(
+            lambda: [(attr, STRING, self.vocabulary.code(v), v) if isinstance(v, str) else (attr, NUMERIC, float(v), v)
+                     for attr, v in publication.items]
         )
-        segments, bounds, candidates, _ = self._plan(probes, kernels.POINT, "match", None)
+        segments, bounds, candidates = self._plan_match(points)
         if not candidates:
             return Match(np.zeros(0, np.int64), [], np.zeros(0, np.int64))
         slots, local = np.empty(candidates, np.int64), np.empty(candidates, np.int64)
