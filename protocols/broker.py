@@ -53,9 +53,9 @@ publications before T are ahead of the marker in its mailbox, so the answer arri
 every such publication; the old subscriptions are then withdrawn. A broker keeps at most one
 marker out per link: flush requests made while one is out ride the next, sent when it comes
 back (a later marker trails more, never less), so many clients moving at once cost a hub a few
-markers per round trip instead of a round per move (the mobile rush hour). A publication is delivered
-at most once per subscription whatever the stack (the windows do not overlap), and exactly
-once when published while the subscriber is settled, where publications travel the
+markers per round trip instead of a round per move (the mobile rush hour). A publication is
+delivered at most once per subscription whatever the stack (the windows do not overlap), and
+exactly once when published while the subscriber is settled, where publications travel the
 advertisement tree (not over soft links or multi-tree routes, and not with ``delay`` faults
 that reorder a link).
 
