@@ -345,17 +345,15 @@ class _Attribute:
         return [self.interval, *self.buckets.values()]
 
     def probed(self, test: int, query) -> tuple[list[_Place], int]:
-        """The non-empty places a probe must scan, and their cells: the interval cells, plus
-        the buckets whose value can pass (``query`` is the probed value for POINT, else the
-        query's Constraint)."""
+        """The non-empty places a probe with the Constraint ``query`` must scan, and their
+        cells: the interval cells, plus the buckets whose value can pass (a publication's
+        point probes: ``FilterIndex._plan_match``)."""
         interval = self.interval
         cells = interval.size
         places = [interval] if cells else []
         buckets = self.buckets
         if buckets:
-            if test == kernels.POINT:
-                passing = (buckets.get(query),)
-            elif test == kernels.CONTAINS or query.point is not None:  # only the point's bucket
+            if test == kernels.CONTAINS or query.point is not None:  # only the point's bucket
                 passing = (None if query.point is None else buckets.get(query.point),)
             else:
                 passing = [buckets[value] for value in self._values_within(query)]
@@ -703,12 +701,8 @@ class FilterIndex:
             if attribute is None:
                 unknown = True
                 continue
-            if len(query_bounds) == 4:
-                low, low_open, high, high_open = query_bounds
-                flags = kernels.cell_bits(low_open, high_open, probe_residual)
-            else:
-                low = high = query_bounds[0]
-                flags = 0
+            low, low_open, high, high_open = query_bounds
+            flags = kernels.cell_bits(low_open, high_open, probe_residual)
             places, size = attribute.probed(test, query)
             cells += size
             probed.append((size, places, low, high, flags, attribute, query))
