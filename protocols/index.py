@@ -48,6 +48,7 @@ from .language import (
 )
 
 Key = Hashable
+SORTED_COLUMN = 2048  # cells from which a numeric interval column is kept sorted by lower bound
 _GAP = 1024.0
 NO_GROUP = -2  # a slot's group when it has none (group -1: a routing table's local entries)
 
@@ -296,12 +297,20 @@ class _Conditions:
 
 class _Column:
     """Cells of one attribute in a segment of the column arena (a cell's offset in it is
-    kept per line of its slot's row, in ``FilterIndex._offsets``)."""
+    kept per line of its slot's row, in ``FilterIndex._offsets``).
 
-    __slots__ = ("start", "capacity", "size", "place")
+    A large numeric interval column keeps its first ``sorted`` cells ordered by lower bound,
+    with block summaries in ``FilterIndex._blocks`` under the key ``blocks`` (see
+    ``kernels._candidates``); cells added since are after them, and a sorted cell removed
+    stays in place, dead (slot -1), until the column is sorted again (``FilterIndex._sort``).
+    ``size`` counts every cell in the segment, dead ones too."""
+
+    __slots__ = ("start", "capacity", "size", "place", "sorted", "dead", "blocks")
 
     def __init__(self, place: "_Place") -> None:
         self.start = self.capacity = self.size = 0
+        self.sorted = self.dead = 0
+        self.blocks = -1
         self.place = place
 
 
@@ -322,10 +331,11 @@ class _Attribute:
     """The places of one (attribute, type): its interval cells, and a bucket of equality cells
     per value."""
 
-    __slots__ = ("id", "interval", "buckets", "values", "cells")
+    __slots__ = ("id", "interval", "buckets", "values", "cells", "numeric")
 
-    def __init__(self, attr_id: int) -> None:
+    def __init__(self, attr_id: int, numeric: bool) -> None:
         self.id = attr_id
+        self.numeric = numeric  # its interval columns may be sorted (string codes get renumbered)
         self.cells = 0  # in all its places
         self.interval = _Place(self)
         self.buckets: dict[object, _Place] = {}
@@ -395,6 +405,9 @@ class FilterIndex:
         self._encoded_version = 0
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         self._arena = _Arena()
+        self._blocks = _Lines(2)  # per sorted column (its key): (greatest hi, least hi) of each block of cells
+        self._block_keys: list[int] = []  # keys of _blocks no column holds
+        self._block_key_count = 0  # keys ever used
         self._rows = _Lines()
         self._offsets = _Lines(1, np.int32)  # per line of a row: its cell's offset in the column
         self._residual_lines = _Lines()  # per slot: its excluded numbers and string conditions
@@ -501,6 +514,7 @@ class FilterIndex:
                    for j, column in enumerate(columns)]
         self._rows.store(slot, row)
         self._offsets.store(slot, offsets)
+        self._keep_sorted(columns)
         if residual:
             for attr, c in residual:
                 self._conditions.hold(attr, c)
@@ -516,10 +530,12 @@ class FilterIndex:
 
     def _release(self, slot: int) -> None:
         """Drop ``slot``'s cells and per-slot state; the slot becomes free."""
-        for j, column in enumerate(self._columns_of[slot]):
+        columns = self._columns_of[slot]
+        for j, column in enumerate(columns):
             self._remove(column, slot, j)
         self._rows.release(slot)
         self._offsets.release(slot)
+        self._keep_sorted(columns)
         self._residual_lines.release(slot)
         for attr, c in self._residual_constraints[slot]:
             self._conditions.release(attr, c)
@@ -553,7 +569,7 @@ class FilterIndex:
     def _attribute(self, attr: str, type_: str) -> _Attribute:
         attribute = self._attributes.get((attr, type_))
         if attribute is None:
-            attribute = self._attributes[attr, type_] = _Attribute(len(self._attributes))
+            attribute = self._attributes[attr, type_] = _Attribute(len(self._attributes), type_ == NUMERIC)
             if attribute.id == len(self._query_set):
                 for name in ("_query_set", "_query_lo", "_query_hi", "_query_bits"):
                     old = getattr(self, name)
@@ -578,17 +594,69 @@ class FilterIndex:
         offsets = self._offsets
         offset = int(offsets.flat[offsets.start[slot] + line])
         last = column.size - 1
-        if offset != last:  # the column's last cell takes the freed place
-            arena = self._arena
-            i, j = column.start + offset, column.start + last
-            moved = arena.slots[i] = arena.slots[j]
-            moved_line = arena.line[i] = arena.line[j]
-            arena.lo[i], arena.hi[i], arena.bits[i] = arena.lo[j], arena.hi[j], arena.bits[j]
-            offsets.flat[offsets.start[moved] + moved_line] = offset
-        column.size = last
+        arena = self._arena
+        if offset < column.sorted:  # a sorted cell dies in place
+            arena.slots[column.start + offset] = -1
+            column.dead += 1
+        else:
+            if offset != last:  # the column's last cell takes the freed place
+                i, j = column.start + offset, column.start + last
+                moved = arena.slots[i] = arena.slots[j]
+                moved_line = arena.line[i] = arena.line[j]
+                arena.lo[i], arena.hi[i], arena.bits[i] = arena.lo[j], arena.hi[j], arena.bits[j]
+                offsets.flat[offsets.start[moved] + moved_line] = offset
+            column.size = last
         place = column.place
         place.size -= 1
         place.attribute.cells -= 1
+
+    def _keep_sorted(self, columns: list[_Column]) -> None:
+        """Sort those of ``columns`` (just changed) that are large numeric interval columns
+        and have no sorted cells yet, or more cells unsorted or dead than an eighth of them."""
+        for column in columns:
+            if column.sorted:
+                if 8 * (column.size - column.sorted + column.dead) > column.sorted:
+                    self._sort(column)
+            elif column.size >= SORTED_COLUMN and column.place.attribute.numeric \
+                    and column.place is column.place.attribute.interval:
+                self._sort(column)
+
+    def _sort(self, column: _Column) -> None:
+        """Order a column's live cells by lower bound and summarise them per block; a column
+        under half of ``SORTED_COLUMN`` cells keeps them unsorted."""
+        arena, start, size = self._arena, column.start, column.size
+        live = start + np.flatnonzero(arena.slots[start : start + size] >= 0)
+        order = live[np.argsort(arena.lo[live], kind="stable")] if len(live) >= SORTED_COLUMN // 2 else live
+        end = start + len(order)
+        for name in _Arena.NAMES:
+            values = getattr(arena, name)
+            values[start:end] = values[order]
+        offsets = self._offsets
+        offsets.flat[offsets.start[arena.slots[start:end]] + arena.line[start:end]] = np.arange(len(order))
+        column.size, column.dead = len(order), 0
+        if column.blocks >= 0:
+            self._blocks.release(column.blocks)
+            self._block_keys.append(column.blocks)
+            column.blocks = -1
+        column.sorted = len(order) if len(order) >= SORTED_COLUMN // 2 else 0
+        if column.sorted:
+            column.blocks = self._block_keys.pop() if self._block_keys else self._new_block_key()
+            firsts = np.arange(0, column.sorted, kernels.BLOCK)
+            hi = arena.hi[start:end]
+            summaries = np.column_stack([np.maximum.reduceat(hi, firsts), np.minimum.reduceat(hi, firsts)])
+            self._blocks.store(column.blocks, summaries.ravel())
+
+    def _new_block_key(self) -> int:
+        key = self._block_key_count
+        self._block_key_count += 1
+        if key == len(self._blocks.start):
+            self._blocks.grow_slots(2 * key)
+        return key
+
+    def _segment(self, column: _Column, lo: float, hi: float, bits: int) -> tuple:
+        """The kernel's description of ``column`` probed with a query bound (see ``kernels._candidates``)."""
+        block0 = self._blocks.start[column.blocks] if column.sorted else 0
+        return column.start, column.size, lo, hi, bits, column.sorted, block0
 
     def _relocate(self, column: _Column) -> None:
         """Give a full column twice the room at the arena's end."""
@@ -671,7 +739,7 @@ class FilterIndex:
             )
             return found_slots[:found], found_flags[:found]
         found = kernels.query(
-            test, target is None, arena.slots, arena.lo, arena.hi, arena.bits, segments,
+            test, target is None, arena.slots, arena.lo, arena.hi, arena.bits, segments, self._blocks.lines,
             rows.lines, rows.start, rows.length, self._unsat, bounds,
             self._query_set, self._query_lo, self._query_hi, self._query_bits, self._slot_marks,
             found_slots, found_flags,
@@ -680,7 +748,7 @@ class FilterIndex:
 
     def _plan(self, probes, test: int, family: str, target: int | None):
         """Count the work of a question and lay out the kernel's input: the probed column
-        segments (start, size, lo, hi, bits) and the query's bounds per attribute (id, lo, hi,
+        segments (``_segment``) and the query's bounds per attribute (id, lo, hi,
         bits) as arrays, how many candidates there can be, and whether to count passing
         cells (``kernels.count_query``) rather than verify candidates' rows.
 
@@ -708,12 +776,12 @@ class FilterIndex:
             probed.append((size, places, low, high, flags, attribute, query))
             bounds += (attribute.id, low, high, flags)
         self._count(family, cells)
-        segments = []  # (start, size, lo, hi, bits) per probed column, flattened
+        segments = []  # (start, size, lo, hi, bits, sorted, block0) per probed column, flattened
         if target is None:
             for _, places, low, high, flags, _, _ in probed:
                 for place in places:
                     if place.access.size:
-                        segments += (place.access.start, place.access.size, low, high, flags)
+                        segments += self._segment(place.access, low, high, flags)
         elif probed and not unknown:
             fewest = min(probed, key=_query_side_rank)
             counting = cells < self._verify_cost(fewest[0], len(probed))
@@ -721,10 +789,10 @@ class FilterIndex:
                 for place in places:
                     for column in (place.access, place.others):
                         if column.size:
-                            segments += (column.start, column.size, low, high, flags)
+                            segments += self._segment(column, low, high, flags)
             if counting:
                 return self._layout(segments, bounds) + (fewest[0], True)
-        candidates = sum(segments[1::5])
+        candidates = sum(segments[1::7])
         if not candidates:
             return None, None, 0, False
         return self._layout(segments, bounds) + (candidates, False)
@@ -745,17 +813,17 @@ class FilterIndex:
                     cells += place.size
                     access = place.access
                     if access.size:
-                        segments += (access.start, access.size, code, code, 0)
+                        segments += self._segment(access, code, code, 0)
             bounds += (attribute.id, code, code, 0)
         self._count("match", cells)
-        candidates = sum(segments[1::5])
+        candidates = sum(segments[1::7])
         if not candidates:
             return None, None, 0
         return self._layout(segments, bounds) + (candidates,)
 
     @staticmethod
     def _layout(segments: list, bounds: list) -> tuple[np.ndarray, np.ndarray]:
-        return np.array(segments, np.float64).reshape(-1, 5), np.array(bounds, np.float64).reshape(-1, 4)
+        return np.array(segments, np.float64).reshape(-1, 7), np.array(bounds, np.float64).reshape(-1, 4)
 
     def _verify_cost(self, candidates: int, query_attributes: int) -> float:
         """Cells a query-side question reads verifying ``candidates`` rows of the table's
@@ -826,8 +894,8 @@ class FilterIndex:
         groups = np.empty(len(self._group_seen), np.int64)
         arena, rows, residual_lines = self._arena, self._rows, self._residual_lines
         found, checks, grouped, locals_ = kernels.match(
-            arena.slots, arena.lo, arena.hi, arena.bits, segments, rows.lines, rows.start, rows.length,
-            residual_lines.lines, residual_lines.start, residual_lines.length,
+            arena.slots, arena.lo, arena.hi, arena.bits, segments, self._blocks.lines,
+            rows.lines, rows.start, rows.length, residual_lines.lines, residual_lines.start, residual_lines.length,
             self._conditions.evaluate(publication.items), bounds,
             self._query_set, self._query_lo, self._query_hi, self._query_bits, self._slot_marks,
             self._owner, self._group, exclude, self._group_seen, slots, groups, local,

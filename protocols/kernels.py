@@ -29,6 +29,7 @@ from numba import njit
 
 LO_OPEN, HI_OPEN, RESIDUAL = 1, 2, 4
 POINT, CONTAINS, WITHIN, OVERLAP = 0, 1, 2, 3
+BLOCK = 64  # cells per summary of a sorted column
 EXCLUDED, CONDITION = 0, 1  # kinds of residual line: (attribute id, kind, number or condition id)
 
 
@@ -142,38 +143,76 @@ def _clear_bounds(bounds, query_set):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _candidates(test, slots, lo, hi, bits, segments, marks, out_slots):
+def _report(test, slots, lo, hi, bits, first, end, start, block0, blocks, seg_lo, seg_hi, seg_bits, out_slots, n):
+    """Append to ``out_slots`` (from ``n``) the live slots of cells ``first`` to ``end`` of a
+    sorted column (cells from ``start``, block summaries from row ``block0``) that pass.
+    A passing cell's ``hi`` is at most the query's hi (WITHIN), at least its hi (CONTAINS)
+    or at least its lo (OVERLAP): a block whose least or greatest ``hi`` rules that out is
+    skipped. Returns the new count."""
+    if test == WITHIN:
+        summary, bound, sign = 1, seg_hi, -1.0  # skip when the least hi > bound
+    else:
+        summary, bound, sign = 0, seg_lo if test == OVERLAP else seg_hi, 1.0  # when the greatest hi < bound
+    k = (first - start) // BLOCK
+    while start + k * BLOCK < end:
+        if sign * blocks[block0 + k, summary] >= sign * bound:
+            for i in range(max(first, start + k * BLOCK), min(end, start + (k + 1) * BLOCK)):
+                if slots[i] >= 0:
+                    ok, _ = _passes(test, lo[i], hi[i], bits[i], seg_lo, seg_hi, seg_bits)
+                    if ok:
+                        out_slots[n] = slots[i]
+                        n += 1
+        k += 1
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _candidates(test, slots, lo, hi, bits, segments, blocks, marks, out_slots):
     """Write to ``out_slots``, in slot order, the slots whose probed cell passes its segment's
     bound; returns how many. Their rows are verified afterwards, in that order: rows lie in
-    slot order, so a table the caches lost is read ahead instead of at random."""
+    slot order, so a table the caches lost is read ahead instead of at random.
+
+    A segment's first ``sorted`` cells are ordered by ``lo`` (dead cells among them have slot
+    -1) with the greatest and least ``hi`` of every ``BLOCK`` of them in ``blocks`` (from row
+    ``block0``): a bisection by ``lo`` bounds the cells that can pass, and the summaries skip
+    blocks none of whose cells can. The cells after them are tested one by one."""
     candidates = 0
     for p in range(len(segments)):
         start, size = int(segments[p, 0]), int(segments[p, 1])
         seg_lo, seg_hi, seg_bits = segments[p, 2], segments[p, 3], int(segments[p, 4])
-        for i in range(start, start + size):
+        ordered = int(segments[p, 5])
+        for i in range(start + ordered, start + size):
             ok, _ = _passes(test, lo[i], hi[i], bits[i], seg_lo, seg_hi, seg_bits)
             if ok:
                 out_slots[candidates] = slots[i]
                 candidates += 1
-    _into_slot_order(out_slots, candidates, marks)  # columns keep no order (removal moves their last cell)
+        if ordered:
+            keys = lo[start : start + ordered]
+            if test == WITHIN:  # lo >= the query's lo, hi <= its hi
+                first, end = start + np.searchsorted(keys, seg_lo, "left"), start + ordered
+            else:  # lo <= the query's lo (CONTAINS) or hi (OVERLAP), hi >= its hi (CONTAINS) or lo
+                first, end = start, start + np.searchsorted(keys, seg_lo if test != OVERLAP else seg_hi, "right")
+            candidates = _report(test, slots, lo, hi, bits, first, end, start, int(segments[p, 6]), blocks,
+                                 seg_lo, seg_hi, seg_bits, out_slots, candidates)
+    _into_slot_order(out_slots, candidates, marks)  # unsorted cells keep no order (removal moves the last)
     return candidates
 
 
 @njit(cache=True, nogil=True)
-def query(test, entry_side, slots, lo, hi, bits, segments, rows, row_start, row_len, unsat, bounds,
+def query(test, entry_side, slots, lo, hi, bits, segments, blocks, rows, row_start, row_len, unsat, bounds,
           query_set, query_lo, query_hi, query_bits, marks, out_slots, out_flags):
     """Probe the segments, verify candidates; returns how many slots were written to ``out_slots``,
     in slot order.
 
-    ``segments`` rows are (start, size, lo, hi, bits) of a probed column segment and the query
-    bound it is tested against; ``bounds`` rows are (attribute id, lo, hi, bits) of the query's
+    ``segments`` rows are (start, size, lo, hi, bits, sorted, block0) of a probed column
+    segment, the query bound it is tested against and its sorted cells (see ``_candidates``); ``bounds`` rows are (attribute id, lo, hi, bits) of the query's
     attributes; ``query_*`` are scratch arrays indexed by attribute id (``query_set`` all zero
     between calls). For OVERLAP, ``out_flags`` marks single-point overlaps where a cell or the
     query has residual conditions, and unsatisfiable entries (``unsat``): only those need the
     scalar oracle.
     """
     _load_bounds(bounds, query_set, query_lo, query_hi, query_bits)
-    candidates = _candidates(test, slots, lo, hi, bits, segments, marks, out_slots)
+    candidates = _candidates(test, slots, lo, hi, bits, segments, blocks, marks, out_slots)
     found = 0
     for c in range(candidates):
         s = out_slots[c]
@@ -203,8 +242,8 @@ def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, fla
         seg_lo, seg_hi, seg_bits = segments[p, 2], segments[p, 3], int(segments[p, 4])
         for i in range(start, start + size):
             ok, point = _passes(test, lo[i], hi[i], bits[i], seg_lo, seg_hi, seg_bits)
-            if ok:
-                s = slots[i]
+            s = slots[i]
+            if ok and s >= 0:  # (slot -1: a dead cell of a sorted column)
                 counts[s] += 1
                 if point:
                     flagged[s] = 1
@@ -213,7 +252,7 @@ def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, fla
         start, size = int(segments[p, 0]), int(segments[p, 1])
         for i in range(start, start + size):
             s = slots[i]
-            if counts[s]:  # a slot's first cell here: answer or not, its scratch is cleared
+            if s >= 0 and counts[s]:  # a slot's first cell here: answer or not, its scratch is cleared
                 if counts[s] == n_query:
                     out_slots[found] = s
                     found += 1
@@ -229,7 +268,7 @@ def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, fla
 
 
 @njit(cache=True, nogil=True)
-def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, residual_start, residual_len,
+def match(slots, lo, hi, bits, segments, blocks, rows, row_start, row_len, residuals, residual_start, residual_len,
           condition_true, bounds, query_set, query_lo, query_hi, query_bits, marks, owner, group, exclude,
           group_seen, out_slots, out_groups, out_local):
     """The entries matching a publication (``bounds``: one point per attribute), in slot order.
@@ -242,7 +281,7 @@ def match(slots, lo, hi, bits, segments, rows, row_start, row_len, residuals, re
     ``group_seen`` (per group) and ``marks`` (per slot) are scratch, all zero between calls.
     """
     _load_bounds(bounds, query_set, query_lo, query_hi, query_bits)
-    candidates = _candidates(POINT, slots, lo, hi, bits, segments, marks, out_slots)
+    candidates = _candidates(POINT, slots, lo, hi, bits, segments, blocks, marks, out_slots)
     found = 0
     checks = 0
     merged = False
