@@ -30,7 +30,6 @@ Deliberate differences from the papers:
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,12 +108,93 @@ class WindowEntry:
         return 8 + len(self.pub_id) + len(self.publisher) + 8
 
 
+class DeliveryWindows:
+    """The publications delivered to each local subscription (by its PRT slot) over the last
+    ``window_us``, in arrays: a record per publication delivered here and an entry per
+    (record, subscription), both in delivery order, so that a publication's deliveries are
+    recorded in one step and the window's oldest ones expire from the front for every
+    subscription at once. A subscription's entries are read (and dropped) when it
+    unsubscribes; ``entries`` and ``nbytes`` count the live ones (an entry's size is its
+    ``WindowEntry.nbytes``)."""
+
+    def __init__(self, window_us: int) -> None:
+        self.window_us = window_us
+        self.records: list[tuple[str, str, int, int]] = []  # (pub_id, publisher, distance, count)
+        self.record_t = np.zeros(64, np.int64)
+        self.record_nbytes = np.zeros(64, np.int64)
+        self.record_first = np.zeros(64, np.int64)  # its first entry
+        self.entry_slot = np.zeros(256, np.int32)  # -1: dropped with its subscription
+        self.head = 0  # the oldest live record
+        self.used = 0  # entries
+        self.entries = self.nbytes = 0
+
+    def record(self, now: int, pub_id: str, publisher: str, distance: int, count: int, slots: np.ndarray) -> None:
+        self.expire(now)
+        r, first = len(self.records), self.used
+        if r == len(self.record_t):
+            for name in ("record_t", "record_nbytes", "record_first"):
+                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(r, np.int64)]))
+        if first + len(slots) > len(self.entry_slot):
+            grown = np.zeros(max(2 * len(self.entry_slot), first + len(slots)), np.int32)
+            grown[:first] = self.entry_slot[:first]
+            self.entry_slot = grown
+        self.records.append((pub_id, publisher, distance, count))
+        nbytes = 16 + len(pub_id) + len(publisher)
+        self.record_t[r], self.record_nbytes[r], self.record_first[r] = now, nbytes, first
+        self.entry_slot[first : first + len(slots)] = slots
+        self.used += len(slots)
+        self.entries += len(slots)
+        self.nbytes += len(slots) * nbytes
+
+    def expire(self, now: int) -> None:
+        """Drop the records of publications delivered at or before ``now - window_us``."""
+        last = len(self.records)
+        end = self.head + int(np.searchsorted(self.record_t[self.head : last], now - self.window_us, "right"))
+        if end == self.head:
+            return
+        first, stop = self.record_first[self.head], self.record_first[end] if end < last else self.used
+        live = (self.entry_slot[first:stop] >= 0).astype(np.int64)
+        per_record = np.add.reduceat(live, self.record_first[self.head : end] - first)
+        self.entries -= int(per_record.sum())
+        self.nbytes -= int(per_record @ self.record_nbytes[self.head : end])
+        self.head = end
+        if 2 * end > last:
+            self._compact()
+
+    def take(self, slot: int, now: int) -> list[WindowEntry]:
+        """The live entries of the subscription at ``slot``, oldest first, dropped from the window."""
+        self.expire(now)
+        if self.head == len(self.records):
+            return []
+        first = self.record_first[self.head]
+        positions = first + np.flatnonzero(self.entry_slot[first : self.used] == slot)
+        if not len(positions):
+            return []
+        self.entry_slot[positions] = -1
+        records = self.head + np.searchsorted(self.record_first[self.head : len(self.records)], positions, "right") - 1
+        self.entries -= len(positions)
+        self.nbytes -= int(self.record_nbytes[records].sum())
+        return [WindowEntry(int(self.record_t[r]), *self.records[r]) for r in records.tolist()]
+
+    def _compact(self) -> None:
+        """Move the live records and their entries to the front."""
+        head, last = self.head, len(self.records)
+        first = self.record_first[head] if head < last else self.used
+        for name in ("record_t", "record_nbytes", "record_first"):
+            values = getattr(self, name)
+            values[: last - head] = values[head:last]
+        self.record_first[: last - head] -= first
+        self.entry_slot[: self.used - first] = self.entry_slot[first : self.used]
+        self.records = self.records[head:]
+        self.used -= first
+        self.head = 0
+
+
 class Pruning(ActiveCovering):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.pruning = configured(self.settings, "pruning", PruningSettings)
-        self.pruning_window: dict[tuple, deque[WindowEntry]] = {}  # local subscription -> recorded publications
-        self.pruning_window_size = [0, 0]  # entries and bytes over all windows, kept as they change
+        self.pruning_window = DeliveryWindows(self.pruning.window_us)
         self.pruning_preserved: dict[str, dict[tuple, Message]] = {n: {} for n in self.neighbors}
         self.pruning_deferred: list[tuple[Message, str]] = []
         self._pruning_tuples: tuple | None = None  # the tuple list of the unsubscription in hand
@@ -136,25 +216,12 @@ class Pruning(ActiveCovering):
         return msg.with_headers(distance=distance)
 
     def deliver_locally(self, msg: Message, slots: np.ndarray, ctx) -> None:
-        entry = WindowEntry(ctx.now, msg.id, msg.client, msg.header("distance", 0), msg.header("count", 0))
-        for key in self.prt.keys_of(slots):
-            window = self.pruning_window.setdefault(key, deque())
-            window.append(entry)
-            self._count_window(1, entry.nbytes)
-            self._expire(window, ctx.now)
+        self.pruning_window.record(ctx.now, msg.id, msg.client, msg.header("distance", 0), msg.header("count", 0),
+                                   slots)
         super().deliver_locally(msg, slots, ctx)
 
-    def _expire(self, window: deque, now: int) -> None:
-        while window and window[0].t <= now - self.pruning.window_us:
-            self._count_window(-1, -window.popleft().nbytes)
-
-    def _count_window(self, entries: int, nbytes: int) -> None:
-        self.pruning_window_size[0] += entries
-        self.pruning_window_size[1] += nbytes
-
     def tick(self, ctx) -> None:
-        for window in self.pruning_window.values():
-            self._expire(window, ctx.now)
+        self.pruning_window.expire(ctx.now)
         self._retry_deferred(ctx)
         super().tick(ctx)
 
@@ -162,14 +229,14 @@ class Pruning(ActiveCovering):
         return bool(self.pruning_deferred) or super().awaits_tick()
 
     def protocol_samples(self) -> dict:
-        entries, nbytes = self.pruning_window_size
+        window = self.pruning_window
         return {**super().protocol_samples(), "preserved": sum(map(len, self.pruning_preserved.values())),
-                "window_entries": entries, "window_bytes": nbytes}
+                "window_entries": window.entries, "window_bytes": window.nbytes}
 
     # ------------------------------------------------------------------ unsubscription
 
-    def prune_tuples(self, key) -> tuple | None:
-        """The SHB's tuple list for unsubscribing ``key``: per publisher (publisher, pruneDis)
+    def prune_tuples(self, window: list[WindowEntry]) -> tuple | None:
+        """The SHB's tuple list for unsubscribing a subscription whose ``window`` this is: per publisher (publisher, pruneDis)
         (selective) or (publisher, pruneDis1, pruneDis2) (incremental). Without statistics
         (selective: nothing recorded, or the largest count below ``min_count``) the list is
         empty, as the selective paper's Algorithm 1 has it: no publisher's tuple travels, so S
@@ -177,7 +244,6 @@ class Pruning(ActiveCovering):
         returns None instead, an unsubscription the traditional way. Incremental with nothing
         recorded sends an empty list: each broker then decides by M alone (removes S where lg
         M is small, keeps it elsewhere)."""
-        window = self.pruning_window.get(key, ())
         selective = self.pruning.variant == "selective"
         if selective and max((e.count for e in window), default=-1) < self.pruning.min_count or not window:
             return None if selective and self.pruning.no_statistics == "unsubscribe" else ()
@@ -192,10 +258,7 @@ class Pruning(ActiveCovering):
         if msg.key not in self.subs:
             return
         if sender is None:
-            self._expire(self.pruning_window.get(msg.key, deque()), ctx.now)
-            tuples = self.prune_tuples(msg.key)
-            window = self.pruning_window.pop(msg.key, ())
-            self._count_window(-len(window), -sum(e.nbytes for e in window))
+            tuples = self.prune_tuples(self.pruning_window.take(self.subs[msg.key].slot, ctx.now))
         elif self._congested(msg, ctx):
             self.pruning_deferred.append((msg, sender))
             ctx.event("unsubscription_deferred", sub_id=msg.id, queue_len=ctx.queue_len)

@@ -1,10 +1,11 @@
 """Pruning (selective, incremental): exact deliveries, critical distances, the propagation rule
 on a hand-made line, settings validation, and the small burst scenarios against active covering."""
 import networkx as nx
+import numpy as np
 import pytest
 
 import topologies
-from protocols.pruning import PruningSettings, WindowEntry, critical_distance
+from protocols.pruning import DeliveryWindows, PruningSettings, WindowEntry, critical_distance
 from protocols.stack import make_broker
 from workloads.generators import covering_degree, mobile_rush_hour, random_mix, workflow
 
@@ -71,20 +72,37 @@ def test_critical_distance_on_hand_made_windows():
 
 def test_tuple_lists_per_publisher_and_variant():
     def shb(variant, **settings):
-        broker = make_broker("B0", ["B1"], protocol(variant, **settings))
-        entries = [("P1", d, c) for d, c in [(1, 0), (1, 1), (2, 0), (4, 0), (1, 0)]] + [("P2", 3, 0)]
-        broker.pruning_window[("S", 0)] = [WindowEntry(i, f"M{i}", p, d, c) for i, (p, d, c) in enumerate(entries)]
-        return broker
+        return make_broker("B0", ["B1"], protocol(variant, **settings))
 
-    assert shb("selective", threshold=0.9).prune_tuples(("S", 0)) == (("P1", 4), ("P2", 3))
-    assert shb("selective", threshold=0.6).prune_tuples(("S", 0)) == (("P1", 1), ("P2", 3))
+    entries = [("P1", d, c) for d, c in [(1, 0), (1, 1), (2, 0), (4, 0), (1, 0)]] + [("P2", 3, 0)]
+    window = [WindowEntry(i, f"M{i}", p, d, c) for i, (p, d, c) in enumerate(entries)]
+    assert shb("selective", threshold=0.9).prune_tuples(window) == (("P1", 4), ("P2", 3))
+    assert shb("selective", threshold=0.6).prune_tuples(window) == (("P1", 1), ("P2", 3))
     # the largest count is 1: too little, so no tuples (the paper), or a traditional unsubscription
-    assert shb("selective", min_count=2).prune_tuples(("S", 0)) == ()
-    assert shb("selective", min_count=2, no_statistics="unsubscribe").prune_tuples(("S", 0)) is None
-    assert shb("incremental").prune_tuples(("S", 0)) == (("P1", 1, 4), ("P2", 3, 3))
-    assert shb("selective").prune_tuples(("T", 0)) == ()  # nothing recorded
-    assert shb("selective", no_statistics="unsubscribe").prune_tuples(("T", 0)) is None
-    assert shb("incremental").prune_tuples(("T", 0)) == ()
+    assert shb("selective", min_count=2).prune_tuples(window) == ()
+    assert shb("selective", min_count=2, no_statistics="unsubscribe").prune_tuples(window) is None
+    assert shb("incremental").prune_tuples(window) == (("P1", 1, 4), ("P2", 3, 3))
+    assert shb("selective").prune_tuples([]) == ()  # nothing recorded
+    assert shb("selective", no_statistics="unsubscribe").prune_tuples([]) is None
+    assert shb("incremental").prune_tuples([]) == ()
+
+
+def test_delivery_windows_expire_and_give_each_subscription_its_own():
+    windows = DeliveryWindows(window_us=100)
+    windows.record(0, "M0", "P1", 2, 0, np.array([3, 5]))
+    windows.record(50, "M1", "P22", 0, 1, np.array([5]))
+    windows.record(99, "M2", "P1", 1, 0, np.array([3, 5, 7]))
+    size = {"M0": 16 + 2 + 2, "M1": 16 + 2 + 3, "M2": 16 + 2 + 2}  # 16 + the two ids' lengths
+    assert (windows.entries, windows.nbytes) == (6, 2 * size["M0"] + size["M1"] + 3 * size["M2"])
+    windows.expire(100)  # M0, delivered at 0, is 100 us old: out
+    assert (windows.entries, windows.nbytes) == (4, size["M1"] + 3 * size["M2"])
+    assert windows.take(5, 120) == [WindowEntry(50, "M1", "P22", 0, 1), WindowEntry(99, "M2", "P1", 1, 0)]
+    assert (windows.entries, windows.nbytes) == (2, 2 * size["M2"])
+    assert windows.take(5, 120) == []  # taken once
+    windows.record(170, "M3", "P1", 0, 0, np.array([5]))  # the slot's next subscription starts afresh
+    assert windows.take(5, 170) == [WindowEntry(170, "M3", "P1", 0, 0)]
+    assert windows.take(3, 200) == []  # M2 expired at 199
+    assert (windows.entries, windows.nbytes) == (0, 0)
 
 
 def line_case(variant: str, narrow: int, later=(), queue_len: int = 0, **settings) -> Pump:
@@ -121,7 +139,7 @@ def test_selective_unsubscription_stops_where_publications_last_matched_twice():
     # window sizes as sampled: S's window went with it; T (6 publications) and N0 (1) remain
     sizes = {name: b.protocol_samples() for name, b in pump.brokers.items()}
     assert (sizes["B0"]["window_entries"], sizes["B2"]["window_entries"]) == (1, 6)
-    assert sizes["B2"]["window_bytes"] == sum(e.nbytes for w in pump.brokers["B2"].pruning_window.values() for e in w)
+    assert sizes["B2"]["window_bytes"] == 6 * 16 + sum(len(f"M{i}") for i in range(5)) + len("late") + 6 * len("P")
 
 
 def test_without_statistics_the_tree_is_preserved_where_it_holds_subscriptions_back():
