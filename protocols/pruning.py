@@ -112,10 +112,10 @@ class DeliveryWindows:
     """The publications delivered to each local subscription (by its PRT slot) over the last
     ``window_us``, in arrays: a record per publication delivered here and an entry per
     (record, subscription), both in delivery order, so that a publication's deliveries are
-    recorded in one step and the window's oldest ones expire from the front for every
-    subscription at once. A subscription's entries are read (and dropped) when it
-    unsubscribes; ``entries`` and ``nbytes`` count the live ones (an entry's size is its
-    ``WindowEntry.nbytes``)."""
+    recorded in one step and the oldest ones expire from the front for every subscription at
+    once (``expire``: the broker does it at every sampling tick). A subscription's entries are
+    read (and dropped) when it unsubscribes; ``entries`` and ``nbytes`` count those held (an
+    entry's size is its ``WindowEntry.nbytes``)."""
 
     def __init__(self, window_us: int) -> None:
         self.window_us = window_us
@@ -129,7 +129,6 @@ class DeliveryWindows:
         self.entries = self.nbytes = 0
 
     def record(self, now: int, pub_id: str, publisher: str, distance: int, count: int, slots: np.ndarray) -> None:
-        self.expire(now)
         r, first = len(self.records), self.used
         if r == len(self.record_t):
             for name in ("record_t", "record_nbytes", "record_first"):
@@ -148,10 +147,10 @@ class DeliveryWindows:
 
     def expire(self, now: int) -> None:
         """Drop the records of publications delivered at or before ``now - window_us``."""
-        last = len(self.records)
-        end = self.head + int(np.searchsorted(self.record_t[self.head : last], now - self.window_us, "right"))
-        if end == self.head:
+        last, cutoff = len(self.records), now - self.window_us
+        if self.head == last or self.record_t[self.head] > cutoff:
             return
+        end = self.head + int(np.searchsorted(self.record_t[self.head : last], cutoff, "right"))
         first, stop = self.record_first[self.head], self.record_first[end] if end < last else self.used
         live = (self.entry_slot[first:stop] >= 0).astype(np.int64)
         per_record = np.add.reduceat(live, self.record_first[self.head : end] - first)
