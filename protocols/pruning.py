@@ -129,6 +129,8 @@ class DeliveryWindows:
         self.entries = self.nbytes = 0
 
     def record(self, now: int, pub_id: str, publisher: str, distance: int, count: int, slots: np.ndarray) -> None:
+        if not len(slots):  # (every record has an entry: expire sums them per record)
+            return
         r, first = len(self.records), self.used
         if r == len(self.record_t):
             for name in ("record_t", "record_nbytes", "record_first"):
@@ -151,7 +153,7 @@ class DeliveryWindows:
         if self.head == last or self.record_t[self.head] > cutoff:
             return
         end = self.head + int(np.searchsorted(self.record_t[self.head : last], cutoff, "right"))
-        first, stop = self.record_first[self.head], self.record_first[end] if end < last else self.used
+        first, stop = int(self.record_first[self.head]), int(self.record_first[end]) if end < last else self.used
         live = (self.entry_slot[first:stop] >= 0).astype(np.int64)
         per_record = np.add.reduceat(live, self.record_first[self.head : end] - first)
         self.entries -= int(per_record.sum())
@@ -178,7 +180,7 @@ class DeliveryWindows:
     def _compact(self) -> None:
         """Move the live records and their entries to the front."""
         head, last = self.head, len(self.records)
-        first = self.record_first[head] if head < last else self.used
+        first = int(self.record_first[head]) if head < last else self.used
         for name in ("record_t", "record_nbytes", "record_first"):
             values = getattr(self, name)
             values[: last - head] = values[head:last]
