@@ -86,16 +86,20 @@ def delay_over_time(t: dict, bucket_us: int) -> DataFrame:
 def delay_distribution(t: dict) -> DataFrame:
     """Deliveries per delay bin (ten bins per decade, from 1 us) and the cumulative fraction."""
     exponent = F.floor(F.log10(F.greatest(_delay_s(), F.lit(1e-6))) * 10) / 10
-    counts = t["deliveries"].groupBy("run", F.pow(F.lit(10.0), exponent).alias("delay_s")).count()
+    counts = t["delivery_groups"].groupBy("run", F.pow(F.lit(10.0), exponent).alias("delay_s")).agg(
+        F.sum("n").alias("count"))
     per_run = Window.partitionBy("run")
     cumulative = per_run.orderBy("delay_s").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     return counts.withColumn("cdf", F.sum("count").over(cumulative) / F.sum("count").over(per_run))
 
 
 def with_derived(t: dict, bucket_us: int) -> dict:
-    """The tables plus two cached ones several metrics share, so ``messages`` (the big one)
-    is scanned twice instead of once per metric:
+    """The tables plus cached ones several metrics share, so ``messages`` is scanned twice
+    and ``deliveries`` (the biggest) once more instead of once per metric:
     ``publishers`` (run, pub_id, publisher_broker): where each publication entered the overlay;
+    ``delivery_groups`` (run, pub_id, broker, t_pub_us, t_deliver_us, hops, n): the deliveries
+    counted per publication, broker and time (a broker delivers a publication to all its
+    matching subscribers at once, so a publication matching many there is one row);
     ``message_counts``: per run, broker, kind, origin (``from_client``) and time bucket of
     arrival, the messages arrived, processed, dropped, triggered (``triggered_by`` set) and their
     items (a batch counts its content), the longest queue found and the first arrival."""
@@ -113,12 +117,19 @@ def with_derived(t: dict, bucket_us: int) -> dict:
         F.max("queue_len").alias("max_queue"),
         F.min("t_arrive_us").alias("first_us"),
     )
-    return {**t, "publishers": publishers.cache(), "message_counts": counts.cache()}
+    groups = t["deliveries"].groupBy("run", "pub_id", "broker", "t_pub_us", "t_deliver_us", "hops").agg(
+        F.count(F.lit(1)).alias("n"))
+    return {**t, "publishers": publishers.cache(), "message_counts": counts.cache(), "delivery_groups": groups.cache()}
+
+
+def _each_delivery(groups: DataFrame) -> DataFrame:
+    """``delivery_groups`` with a row per delivery again (``n`` copies of each)."""
+    return groups.withColumn("copy", F.explode(F.array_repeat(F.lit(True), F.col("n").cast("int")))).drop("copy", "n")
 
 
 def delay_by_pair(t: dict) -> DataFrame:
     """Delivery delay per (publisher broker, subscriber broker)."""
-    d = t["deliveries"].join(F.broadcast(t["publishers"]), ["run", "pub_id"], "left")
+    d = _each_delivery(t["delivery_groups"].join(F.broadcast(t["publishers"]), ["run", "pub_id"], "left"))
     return (d.groupBy("run", "publisher_broker", F.col("broker").alias("subscriber_broker"))
             .agg(*_delay_stats(_delay_s())))
 
@@ -258,7 +269,7 @@ def multitree(t: dict, runs) -> DataFrame:
 
 def hop_counts(t: dict) -> DataFrame:
     """Deliveries per overlay hop count, with the cumulative fraction."""
-    counts = t["deliveries"].groupBy("run", "hops").agg(F.count(F.lit(1)).alias("deliveries"))
+    counts = t["delivery_groups"].groupBy("run", "hops").agg(F.sum("n").alias("deliveries"))
     per_run = Window.partitionBy("run")
     cumulative = per_run.orderBy("hops").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     return counts.withColumn("cdf", F.sum("deliveries").over(cumulative) / F.sum("deliveries").over(per_run))
@@ -267,8 +278,8 @@ def hop_counts(t: dict) -> DataFrame:
 def throughput(t: dict, bucket_us: int) -> DataFrame:
     """Deliveries and publication copies between brokers per bucket, and their rates per second."""
     seconds = bucket_us / US
-    deliveries = t["deliveries"].groupBy("run", _bucket("t_deliver_us", bucket_us)).agg(
-        F.count(F.lit(1)).alias("deliveries"))
+    deliveries = t["delivery_groups"].groupBy("run", _bucket("t_deliver_us", bucket_us)).agg(
+        F.sum("n").alias("deliveries"))
     counts = t["message_counts"]
     copies = counts.where((counts.kind == "pub") & ~counts.from_client).groupBy("run", "t_s").agg(
         F.sum("arrived").alias("pub_copies"))
@@ -307,7 +318,8 @@ def publication_copies(t: dict) -> DataFrame:
     spark: SparkSession = t["links"].sparkSession
     links = [(r.run, r.a, r.b) for r in t["links"].select("run", "a", "b").collect()]
     positions = spark.createDataFrame(overlay_positions(links), "run string, broker string, tin int, tout int, parent string")
-    delivered = t["deliveries"].select("run", "pub_id", "broker").join(F.broadcast(positions), ["run", "broker"], "left")
+    delivered = t["delivery_groups"].select("run", "pub_id", "broker").join(F.broadcast(positions), ["run", "broker"],
+                                                                            "left")
     per_pub = delivered.groupBy("run", "pub_id").agg(
         F.collect_set("broker").alias("brokers"), F.collect_set("tin").alias("tins"))
     m = t["messages"]
