@@ -205,11 +205,11 @@ def query(test, entry_side, slots, lo, hi, bits, segments, blocks, rows, row_sta
     in slot order.
 
     ``segments`` rows are (start, size, lo, hi, bits, sorted, block0) of a probed column
-    segment, the query bound it is tested against and its sorted cells (see ``_candidates``); ``bounds`` rows are (attribute id, lo, hi, bits) of the query's
-    attributes; ``query_*`` are scratch arrays indexed by attribute id (``query_set`` all zero
-    between calls). For OVERLAP, ``out_flags`` marks single-point overlaps where a cell or the
-    query has residual conditions, and unsatisfiable entries (``unsat``): only those need the
-    scalar oracle.
+    segment, the query bound it is tested against and its sorted cells (see ``_candidates``);
+    ``bounds`` rows are (attribute id, lo, hi, bits) of the query's attributes; ``query_*``
+    are scratch arrays indexed by attribute id (``query_set`` all zero between calls). For
+    OVERLAP, ``out_flags`` marks single-point overlaps where a cell or the query has residual
+    conditions, and unsatisfiable entries (``unsat``): only those need the scalar oracle.
     """
     _load_bounds(bounds, query_set, query_lo, query_hi, query_bits)
     candidates = _candidates(test, slots, lo, hi, bits, segments, blocks, marks, out_slots)

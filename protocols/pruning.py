@@ -105,7 +105,12 @@ class WindowEntry:
 
     @property
     def nbytes(self) -> int:
-        return 8 + len(self.pub_id) + len(self.publisher) + 8
+        return entry_nbytes(self.pub_id, self.publisher)
+
+
+def entry_nbytes(pub_id: str, publisher: str) -> int:
+    """What one recorded (publication, subscription) entry is counted as in ``window_bytes``."""
+    return 8 + len(pub_id) + len(publisher) + 8
 
 
 class DeliveryWindows:
@@ -140,7 +145,7 @@ class DeliveryWindows:
             grown[:first] = self.entry_slot[:first]
             self.entry_slot = grown
         self.records.append((pub_id, publisher, distance, count))
-        nbytes = 16 + len(pub_id) + len(publisher)
+        nbytes = entry_nbytes(pub_id, publisher)
         self.record_t[r], self.record_nbytes[r], self.record_first[r] = now, nbytes, first
         self.entry_slot[first : first + len(slots)] = slots
         self.used += len(slots)
@@ -237,14 +242,14 @@ class Pruning(ActiveCovering):
     # ------------------------------------------------------------------ unsubscription
 
     def prune_tuples(self, window: list[WindowEntry]) -> tuple | None:
-        """The SHB's tuple list for unsubscribing a subscription whose ``window`` this is: per publisher (publisher, pruneDis)
-        (selective) or (publisher, pruneDis1, pruneDis2) (incremental). Without statistics
-        (selective: nothing recorded, or the largest count below ``min_count``) the list is
-        empty, as the selective paper's Algorithm 1 has it: no publisher's tuple travels, so S
-        is preserved wherever it holds subscriptions back; ``no_statistics: unsubscribe``
-        returns None instead, an unsubscription the traditional way. Incremental with nothing
-        recorded sends an empty list: each broker then decides by M alone (removes S where lg
-        M is small, keeps it elsewhere)."""
+        """The SHB's tuple list for unsubscribing a subscription whose ``window`` this is: per
+        publisher (publisher, pruneDis) (selective) or (publisher, pruneDis1, pruneDis2)
+        (incremental). Without statistics (selective: nothing recorded, or the largest count
+        below ``min_count``) the list is empty, as the selective paper's Algorithm 1 has it: no
+        publisher's tuple travels, so S is preserved wherever it holds subscriptions back;
+        ``no_statistics: unsubscribe`` returns None instead, an unsubscription the traditional
+        way. Incremental with nothing recorded sends an empty list: each broker then decides
+        by M alone (removes S where lg M is small, keeps it elsewhere)."""
         selective = self.pruning.variant == "selective"
         if selective and max((e.count for e in window), default=-1) < self.pruning.min_count or not window:
             return None if selective and self.pruning.no_statistics == "unsubscribe" else ()
