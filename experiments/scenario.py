@@ -282,6 +282,19 @@ def _check_soft_links(protocol: dict, graph, path: Path) -> None:
         raise InputError(f"{path}: protocol.soft_links.{exc}") from None
 
 
+def _check_delta_moves(scenario: dict, injections, path: Path) -> None:
+    """Delta-moves (``protocol.soft_links.moves``) run without client moves and faults."""
+    soft_links = scenario["protocol"]["soft_links"]
+    if not (soft_links and soft_links["moves"]):
+        return
+    if scenario["faults"] is not None:
+        raise InputError(f"{path}: protocol.soft_links.moves: not combined with faults (a link that fails "
+                         "during a move would leave its region half turned; set faults to null)")
+    if any(injection.message.kind == "detach" for injection in injections):
+        raise InputError(f"{path}: protocol.soft_links.moves: not combined with a workload whose clients move "
+                         "(their handoff markers count on fixed links)")
+
+
 def _check_multitree(protocol: dict, graph, path: Path) -> None:
     """The coordinator, when named, is a broker of the overlay (needs the overlay)."""
     if protocol["multitree"] is None:
@@ -402,6 +415,7 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     _check_multitree(scenario["protocol"], graph, path)
     faults = _faults(scenario, graph, path)
     injections = build_workload(scenario, graph, base, path)
+    _check_delta_moves(scenario, injections, path)
     runtime = scenario["runtime"]
     costs = load_profile(runtime["costs"], base, f"{path}: runtime.costs")
     settings = Settings(

@@ -40,6 +40,9 @@ Hooks protocols override (and extend with ``super()``):
                                      lossy, or a broker restarted): resynchronise it
   ``resend_subscriptions(hop, ctx)`` send again what is routed toward ``hop`` (protocols
                                      first reset their per-neighbour output state)
+  ``rewire(neighbors)`` / ``forget_routed(route, hop)``  a Delta-move changes the links, and
+                                     a neighbour holds a subscription from its other side now
+                                     (protocols drop their per-neighbour state for either)
 
 Client moves (a handoff, section "client moves" below): a ``move`` at time T detaches the
 client from its old broker and attaches it, with new incarnations (``gen``) of its filters, at
@@ -194,6 +197,15 @@ class Broker:
         """Per neighbour, the keys of the subscriptions routed there (for inspection)."""
         return {hop: self.prt.routed_keys(i) for i, hop in enumerate(self.neighbors)}
 
+    def rewire(self, neighbors) -> None:
+        """Change this broker's overlay links to ``neighbors`` (a Delta-move, see
+        protocols/deltamoves.py): routing metadata follows each neighbour's name; a dropped
+        neighbour must have no entries left."""
+        self.neighbors = sorted(neighbors)
+        self.hop_index = {hop: i for i, hop in enumerate(self.neighbors)}
+        self.srt.set_neighbors(self.neighbors)
+        self.prt.set_neighbors(self.neighbors)
+
     def _index(self, hop: str | None) -> int:
         return LOCAL if hop is None else self.hop_index[hop]
 
@@ -266,6 +278,11 @@ class Broker:
 
     def send_subscription(self, route: Route, hop: str, ctx: Context) -> None:
         ctx.send(hop, route.msg)
+
+    def forget_routed(self, route: Route, hop: str) -> None:
+        """``hop`` holds the subscription from its other side now (a Delta-move turned the
+        path round): no longer routed there, and nothing to withdraw."""
+        self.prt.routed[route.slot, self.hop_index[hop]] = False
 
     def send_unsubscription(self, route: Route, hop: str, ctx: Context, headers: tuple = ()) -> None:
         ctx.send(hop, route.msg.unsubscription(headers=headers))

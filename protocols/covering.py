@@ -51,6 +51,12 @@ class LazyCovering:
         self.covering_sent = _Tables(self.work, self.neighbors)
         self.covering_withheld = _Tables(self.work, self.neighbors)
 
+    def rewire(self, neighbors) -> None:
+        super().rewire(neighbors)
+        for tables in (self.covering_sent, self.covering_withheld):
+            for scope in [s for s in tables if (s[0] if isinstance(s, tuple) else s) not in self.hop_index]:
+                del tables[scope]
+
     def covering_scope(self, route: Route, hop: str):
         """The covering tables a subscription toward ``hop`` is compared within: the
         neighbour's (a stack whose copies skip brokers narrows it, see soft links)."""
@@ -79,6 +85,13 @@ class LazyCovering:
             self.covering_withheld[scope] = FilterIndex(self.work)
         for route in sorted(self.routed_toward(hop), key=lambda r: (_generality(r.msg.filter), r.msg.key)):
             self.send_subscription(route, hop, ctx)
+
+    def forget_routed(self, route: Route, hop: str) -> None:
+        super().forget_routed(route, hop)
+        scope = self.covering_scope(route, hop)
+        for table in (self.covering_sent[scope], self.covering_withheld[scope]):
+            if route.msg.key in table:
+                table.remove(route.msg.key)
 
     def send_unsubscription(self, route: Route, hop: str, ctx, headers: tuple = ()) -> None:
         key, scope = route.msg.key, self.covering_scope(route, hop)

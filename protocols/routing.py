@@ -59,6 +59,24 @@ class RoutingTable(FilterIndex):
         resized in place, when the table grows: index it through ``columns``)."""
         self.columns[name] = np.zeros(len(self._group), dtype)
 
+    def set_neighbors(self, neighbors: list[str]) -> None:
+        """Rewire to ``neighbors`` (sorted names): per-neighbour columns and last hops follow
+        their neighbour's name; a dropped neighbour must have no entries left."""
+        where = {name: i for i, name in enumerate(neighbors)}
+        moved = np.array([where.get(name, -1) for name in self.neighbors], np.int32)
+        from_hop = self._group >= 0
+        if len(moved) and (moved[self._group[from_hop]] < 0).any():
+            raise ValueError("entries from a dropped neighbour")
+        self._group[from_hop] = moved[self._group[from_hop]]
+        for name in ("toward", "routed"):
+            old = getattr(self, name)
+            rewired = np.zeros((len(old), len(neighbors)), old.dtype)
+            kept = np.flatnonzero(moved >= 0)
+            rewired[:, moved[kept]] = old[:, kept]
+            setattr(self, name, rewired)
+        self._group_seen = np.zeros(len(neighbors), np.uint8)
+        self.neighbors = list(neighbors)
+
     # ------------------------------------------------------------------ entries
 
     def add_route(self, key: Key, f: Filter, last_hop: int, client: str | None = None) -> int:

@@ -39,7 +39,8 @@ Deliberate differences:
   are profiled. Candidates are chosen by that gain, not drawn from the far side of the
   busiest links as such.
 - Uplink capacity is in messages per second (no message sizes).
-- Delta-moves (moving a primary link) are not implemented.
+- Delta-moves (moving a primary link, protocols/deltamoves.py) run under S0 only so far;
+  under S0 subscriptions carry no anchors.
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .broker import Route, configured
+from .deltamoves import plan_moves
 from .messages import Message
 from .routing import LOCAL
 from .trees import meet
@@ -69,6 +71,7 @@ class SoftLinkSettings:
     profile_window_us: int = 20_000_000
     block_us: int = 120_000_000
     high_utilisation: float = 0.8
+    moves: tuple = ()  # Delta-moves: {at_us, broker, from, to} each (protocols/deltamoves.py)
 
     DURATIONS = {"round": "round_us", "profile_window": "profile_window_us", "block": "block_us"}
 
@@ -95,6 +98,10 @@ class SoftLinkSettings:
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise ValueError(f"high_utilisation: expected a fraction in (0, 1], got {share!r}")
         values["links"] = _parse_links(values.get("links") or {})
+        values["moves"] = _parse_moves(values.get("moves") or [], parse_duration)
+        if values["moves"] and values["strategy"] != "S0":
+            raise ValueError("moves: Delta-moves run under strategy S0 only so far (the Delta-views and anchors "
+                             "near a moved link are not derived again for S1, S2 or SH)")
         return cls(**values)
 
     def check_links(self, overlay: dict[str, list[str]]) -> None:
@@ -115,6 +122,23 @@ class SoftLinkSettings:
                                  f"{max(self.fanout - len(overlay[broker]), 0)} soft links fit in fanout={self.fanout}")
             if len(held["candidate"]) > self.candidates:
                 raise ValueError(f"{where}.candidate: at most candidates={self.candidates} candidate links")
+        plan_moves(overlay, self.moves, self.delta)
+
+
+def _parse_moves(given, parse_duration) -> tuple[dict, ...]:
+    if not isinstance(given, list):
+        raise ValueError(f"moves: expected a list of {{at, broker, from, to}} mappings, got {given!r}")
+    moves = []
+    for i, move in enumerate(given):
+        where = f"moves[{i}]"
+        if not isinstance(move, dict) or set(move) != {"at", "broker", "from", "to"}:
+            raise ValueError(f"{where}: expected a mapping with exactly the keys at, broker, from and to, got {move!r}")
+        for key in ("broker", "from", "to"):
+            if not isinstance(move[key], str):
+                raise ValueError(f"{where}.{key}: expected a broker name, got {move[key]!r}")
+        moves.append({"at_us": parse_duration(move["at"], f"{where}.at"),
+                      **{key: move[key] for key in ("broker", "from", "to")}})
+    return tuple(moves)
 
 
 def _parse_links(given) -> dict[str, dict[str, list[str]]]:
@@ -222,7 +246,7 @@ class SoftLinks:
     def on_sub(self, msg: Message, sender, ctx) -> None:
         super().on_sub(msg, sender, ctx)
         route = self.subs.get(msg.key)
-        if route is not None and route.msg is msg:
+        if route is not None and route.msg is msg and self.soft.strategy != "S0":
             self.prt.columns["anchor"][route.slot] = self.view.id[self._anchor(route)]
 
     def _anchor(self, route: Route) -> str:
@@ -242,6 +266,9 @@ class SoftLinks:
         return view.nodes[anchor]
 
     def send_subscription(self, route: Route, hop: str, ctx, **kwargs) -> None:
+        if self.soft.strategy == "S0":  # the primary tree: no anchors
+            super().send_subscription(route, hop, ctx, **kwargs)
+            return
         anchored = route.msg.with_headers(anchor=self.anchor_sent(route))
         super().send_subscription(Route(anchored, route.last_hop, route.slot), hop, ctx, **kwargs)
 

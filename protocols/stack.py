@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .broker import Broker
 from .covering import ActiveCovering, LazyCovering, PackingCovering
+from .deltamoves import DeltaMoves
 from .multitree import Multitree
 from .pruning import Pruning
 from .relocation import Relocation
@@ -17,6 +18,8 @@ CONFIGURED_MIXINS: dict[str, type] = {
     "multitree": Multitree, "relocation": Relocation, "pruning": Pruning, "soft_links": SoftLinks,
 }
 PROTOCOL_KEYS = {"check_conformance", *MIXINS, *CONFIGURED_MIXINS}
+# soft links with Delta-moves: the moves' mixin outermost (it chooses the routing state)
+WITH_MOVES = DeltaMoves
 
 
 def broker_class(protocol: dict) -> type[Broker]:
@@ -26,7 +29,15 @@ def broker_class(protocol: dict) -> type[Broker]:
         for key, choices in MIXINS.items()
     ]
     mixins = [mixin for key, mixin in CONFIGURED_MIXINS.items() if protocol.get(key)] + mixins
+    if _moves(protocol.get("soft_links")):
+        mixins.insert(0, WITH_MOVES)
     return _compose(tuple(m for m in mixins if m is not None))
+
+
+def _moves(soft_links) -> tuple:
+    if isinstance(soft_links, dict):
+        return tuple(soft_links.get("moves") or ())
+    return tuple(getattr(soft_links, "moves", ()) or ())
 
 
 _COMPOSED: dict[tuple[type, ...], type[Broker]] = {(): Broker}
@@ -43,7 +54,7 @@ def _compose(mixins: tuple[type, ...]) -> type[Broker]:
 def __getattr__(name: str) -> type[Broker]:
     """Composed classes by name, so pickle (host snapshots, Ray) finds them in any process."""
     known = {m.__name__: m for choices in MIXINS.values() for m in choices.values() if m is not None}
-    known.update((m.__name__, m) for m in CONFIGURED_MIXINS.values())
+    known.update((m.__name__, m) for m in (*CONFIGURED_MIXINS.values(), WITH_MOVES))
     parts = name.removeprefix("Broker_").split("_") if name.startswith("Broker_") else [None]
     if all(part in known for part in parts):
         return _compose(tuple(known[part] for part in parts))

@@ -102,6 +102,31 @@ CASES = [
     ("too many soft links", scenario(topology={"generator": {"name": "line", "n": 6}},
                                      protocol={"soft_links": {"fanout": 2, "links": {"B0": {"soft": ["B2", "B3"]}}}}),
      None, {}, "protocol.soft_links.links.B0.soft: B0 has 1 primary links, so at most 1 soft links fit in fanout=2"),
+    ("move with S1", scenario(topology={"generator": {"name": "line", "n": 5}}, protocol={"soft_links": {
+        "strategy": "S1", "moves": [{"at": "1s", "broker": "B0", "from": "B1", "to": "B3"}]}}), None, {},
+     "protocol.soft_links.moves: Delta-moves run under strategy S0 only so far"),
+    ("move without a time", scenario(protocol={"soft_links": {
+        "strategy": "S0", "moves": [{"broker": "B0", "from": "B1", "to": "B2"}]}}), None, {},
+     "protocol.soft_links.moves[0]: expected a mapping with exactly the keys at, broker, from and to"),
+    ("move from a non-neighbour", scenario(topology={"generator": {"name": "line", "n": 5}}, protocol={"soft_links": {
+        "strategy": "S0", "moves": [{"at": "1s", "broker": "B0", "from": "B1", "to": "B3"},
+                                    {"at": "2s", "broker": "B0", "from": "B1", "to": "B4"}]}}), None, {},
+     "protocol.soft_links.moves[1].from: B1 is not a primary neighbour of B0 when the move comes"),
+    ("move beyond delta", scenario(topology={"generator": {"name": "line", "n": 6}}, protocol={"soft_links": {
+        "strategy": "S0", "delta": 3, "moves": [{"at": "1s", "broker": "B0", "from": "B1", "to": "B4"}]}}), None, {},
+     "protocol.soft_links.moves[0].to: B4 is 4 hops from B0, beyond delta=3"),
+    ("move to the other side", scenario(topology={"generator": {"name": "line", "n": 6}}, protocol={"soft_links": {
+        "strategy": "S0", "moves": [{"at": "1s", "broker": "B2", "from": "B3", "to": "B0"}]}}), None, {},
+     "protocol.soft_links.moves[0].to: B0 is not beyond B3 on B3's side of B2"),
+    ("move with faults", scenario(topology={"generator": {"name": "line", "n": 4}}, protocol={"soft_links": {
+        "strategy": "S0", "moves": [{"at": "1s", "broker": "B0", "from": "B1", "to": "B2"}]}},
+        faults=[{"t": "1s", "kind": "link_down", "a": "B1", "b": "B2", "until": "2s"}]), None, {},
+     "protocol.soft_links.moves: not combined with faults"),
+    ("move with moving clients", scenario(topology={"generator": {"name": "line", "n": 4}},
+                                          workload={"generator": {"name": "random_mix", "operations": 50}},
+                                          protocol={"soft_links": {"strategy": "S0", "moves": [
+                                              {"at": "1s", "broker": "B0", "from": "B1", "to": "B2"}]}}), None, {},
+     "protocol.soft_links.moves: not combined with a workload whose clients move"),
     ("bad relocation algorithm", scenario(protocol={"relocation": {"algorithm": "grapes"}}), None, {},
      "protocol.relocation.algorithm: expected one of grape, pop, got 'grapes'"),
     ("bad relocation key", scenario(protocol={"relocation": {"treshold": 5}}), None, {},

@@ -1,0 +1,362 @@
+"""Delta-moves: a broker moves its primary link within its Delta-neighbourhood while
+publications flow, none lost and none delivered twice.
+
+Implements the Delta-move of "Opportunistic Multi-Path Forwarding in Content-Based
+Publish/Subscribe Overlays" (Kazemzadeh and Jacobsen, Middleware 2012): broker A replaces its
+primary link to neighbour B by one to C, a broker on B's side at most ``delta`` hops from A
+(the old path A, B = P1, ..., Pk = C; the new one A, C, ..., B). Only A and the path's
+brokers, the move's region, change state: the entries that came from A's side (S) turn round
+along the path, and what crosses each path link is derived again.
+
+Phases, in messages of their own kinds (rows of ``messages``):
+1. Init: A locks the region (``dmove_lock`` along the old path, ``dmove_locked`` back from C
+   over the new link). A broker refuses (``dmove_refused``, back to A, which tries again at
+   its next tick) while it takes part in another move, or before every earlier move of the
+   scenario that shares it has ended there: moves that share brokers run in the scenario's
+   order, the order validation planned their paths in.
+2. Update: ``dmove_relabel`` travels the old path with the keys of S's advertisements and
+   subscriptions (A holds them all). Each broker keeps a snapshot of its routing state for the
+   publications already under way, turns S's entries toward their new direction (A: B's
+   side's toward C) and rewires its links (A: B -> C; B drops A; C adds A). Two sweeps then
+   derive again what crosses each path link: from A along the new path to B, then back. At
+   each step a broker sends the next one every subscription it routes there and a
+   ``dmove_sync`` naming them; the next one withdraws what it holds from that side that the
+   sync does not name (covering decides afresh what it sends, as after a fault). Sweep one
+   settles what flows away from A, sweep two what flows toward A; a subscription flowing one
+   way never changes what a broker routes the other way, so two sweeps suffice. From its
+   relabelling to its end, a region broker holds back the messages of clients and of brokers
+   outside the region (publications never wait).
+3. Wrap-up: A switches to the new tree and the switch travels the new path
+   (``dmove_switch``); drain markers (``dmove_drain``) travel the old path both ways behind
+   the last publication routed on the old tree; a broker drained on its old links says
+   ``dmove_end`` to its region neighbours, and once it has heard that from all of them it drops
+   its snapshot, handles what it held back, and is done (events ``delta_move_started``,
+   ``delta_move_done`` and, for a refused lock, ``delta_move_waiting`` at A).
+
+Publications: inside the region a publication travels wholly on the old tree or wholly on the
+new one. It enters the region once (both trees have the same links into it), and the broker
+it enters decides: the old tree before that broker switched, the new one after. A region
+broker stamps a new-tree publication (header ``tree``: the move's index); one from a region
+neighbour without the stamp is on the old tree, unless that neighbour has said ``dmove_end``.
+Old-tree publications are routed by the snapshots, new-tree ones by the re-derived state,
+which is complete at every region broker before the first switch: no publication is lost or
+delivered twice, and the subscriptions in place before the move receive throughout.
+
+Deliberate differences from the paper:
+- No duplicate suppression by publication id: the stamp keeps each publication on one tree.
+- A move starts at A's first tick at or after its ``at`` (ticks: the sampling interval).
+- Strategy S0 only so far: after a move, the Delta-views and the anchors of subscriptions near
+  the path would have to be derived again for S1/S2/SH (validation refuses them with moves).
+- Not combined with client moves or faults (validation refuses them).
+- The region brokers' snapshots double their routing state's memory while a move lasts.
+"""
+from __future__ import annotations
+
+import copy
+from collections import deque
+from dataclasses import dataclass, field
+
+from .broker import _SentSubscriptions
+from .messages import Message
+
+
+@dataclass(frozen=True)
+class MoveSpec:
+    """One move of the scenario: ``broker`` (A) moves its link to ``old`` (B) to ``new`` (C)
+    along ``path`` (B, ..., C, on the tree the earlier moves leave)."""
+
+    index: int
+    at_us: int
+    broker: str
+    old: str
+    new: str
+    path: tuple[str, ...]
+
+    @property
+    def region(self) -> tuple[str, ...]:
+        return (self.broker, *self.path)
+
+
+def plan_moves(overlay: dict[str, list[str]], moves, delta: int) -> list[MoveSpec]:
+    """The moves, in order, each on the tree the earlier ones leave; ValueError names the move."""
+    links = {broker: set(neighbours) for broker, neighbours in overlay.items()}
+    specs = []
+    for index, move in enumerate(moves):
+        where, a, b, c = f"moves[{index}]", move["broker"], move["from"], move["to"]
+        for key, name in (("broker", a), ("from", b), ("to", c)):
+            if name not in links:
+                raise ValueError(f"{where}.{key}: no broker {name!r} in the topology")
+        if b not in links[a]:
+            raise ValueError(f"{where}.from: {b} is not a primary neighbour of {a} when the move comes")
+        path = _path_avoiding(links, a, b, c)
+        if path is None or len(path) < 2:
+            raise ValueError(f"{where}.to: {c} is not beyond {b} on {b}'s side of {a}")
+        if len(path) > delta:
+            raise ValueError(f"{where}.to: {c} is {len(path)} hops from {a}, beyond delta={delta}")
+        links[a].discard(b), links[b].discard(a), links[a].add(c), links[c].add(a)
+        specs.append(MoveSpec(index, move["at_us"], a, b, c, tuple(path)))
+    return specs
+
+
+def _path_avoiding(links: dict[str, set[str]], a: str, b: str, c: str) -> list[str] | None:
+    """The tree path from ``b`` to ``c`` that does not pass ``a``, or None."""
+    parent, frontier = {b: None}, [b]
+    while frontier:
+        reached = []
+        for node in frontier:
+            for neighbour in sorted(links[node]):
+                if neighbour != a and neighbour not in parent:
+                    parent[neighbour] = node
+                    reached.append(neighbour)
+        frontier = reached
+    if c not in parent:
+        return None
+    path = [c]
+    while path[-1] != b:
+        path.append(parent[path[-1]])
+    return path[::-1]
+
+
+@dataclass
+class _Move:
+    """A move as one region broker takes part in it."""
+
+    spec: MoveSpec
+    left: str | None  # old path: the neighbour toward A
+    right: str | None  # old path: the neighbour toward C
+    outward: str | None  # new path: the neighbour away from A (sweep one's next step)
+    inward: str | None  # new path: the neighbour toward A (sweep two's next step)
+    snapshot: object = None  # the broker as it was, routing the old tree's publications
+    switched: bool = False
+    drained_from: set = field(default_factory=set)
+    drains_sent: set = field(default_factory=set)
+    ended_from: set = field(default_factory=set)
+    end_sent: bool = False
+    held_back: list = field(default_factory=list)  # (message, sender) until the move ends here
+
+    @property
+    def neighbours(self) -> set[str]:
+        return {self.left, self.right, self.outward, self.inward} - {None}
+
+    @property
+    def old_links(self) -> set[str]:
+        return {self.left, self.right} - {None}
+
+
+def _taking_part(spec: MoveSpec, name: str) -> _Move:
+    old_path = [spec.broker, *spec.path]
+    new_path = [spec.broker, *reversed(spec.path)]
+
+    def around(path, i):
+        return (path[i - 1] if i > 0 else None), (path[i + 1] if i + 1 < len(path) else None)
+
+    left, right = around(old_path, old_path.index(name))
+    inward, outward = around(new_path, new_path.index(name))
+    return _Move(spec, left, right, outward, inward)
+
+
+class DeltaMoves:
+    """Delta-moves of ``soft_links.moves`` (outermost mixin: it decides which routing state
+    a message meets)."""
+
+    def __init__(self, name, neighbors, settings=None, overlay=None) -> None:
+        super().__init__(name, neighbors, settings, overlay)
+        self.move_specs = plan_moves(overlay, self.soft.moves, self.soft.delta)
+        self.moves_pending = deque(spec for spec in self.move_specs if spec.broker == name)
+        self.moves_done: set[int] = set()
+        self.move: _Move | None = None
+
+    # ------------------------------------------------------------------ dispatch
+
+    def handle(self, msg: Message, sender, ctx) -> None:
+        move = self.move
+        if move is None or msg.kind.startswith("dmove_"):
+            super().handle(msg, sender, ctx)
+        elif msg.kind == "pub":
+            self._publication(msg, sender, move, ctx)
+        elif move.snapshot is None:
+            super().handle(msg, sender, ctx)
+        elif sender not in move.neighbours:
+            move.held_back.append((msg, sender))
+        else:
+            if sender == move.spec.old and self.name == move.spec.broker:
+                sender = move.spec.new  # sent before B turned round: B's side is through C now
+            super().handle(msg, sender, ctx)
+
+    def _publication(self, msg: Message, sender, move: _Move, ctx) -> None:
+        from_region = sender in move.neighbours
+        on_new_tree = (msg.header("tree") == move.spec.index or sender in move.ended_from
+                       or (move.switched and not from_region))
+        if on_new_tree:
+            super().handle(msg.with_headers(tree=move.spec.index), sender, ctx)
+        elif move.snapshot is not None:
+            move.snapshot.handle(msg, sender, ctx)
+        else:  # not relabelled yet: the live state is the old tree
+            super().handle(msg, sender, ctx)
+
+    def tick(self, ctx) -> None:
+        super().tick(ctx)
+        if self.moves_pending and self.move is None and ctx.now >= self.moves_pending[0].at_us:
+            spec = self.moves_pending[0]
+            if self._may_lock(spec):
+                self.move = _taking_part(spec, self.name)
+                ctx.event("delta_move_started", move=spec.index, old=spec.old, new=spec.new, path=list(spec.path))
+                ctx.send(self.move.right, self._message("dmove_lock", spec))
+
+    def awaits_tick(self) -> bool:
+        return bool(self.moves_pending) or super().awaits_tick()
+
+    @staticmethod
+    def _message(kind: str, spec: MoveSpec, **headers) -> Message:
+        return Message(kind, f"move{spec.index}", spec.index, headers=tuple(sorted(headers.items())))
+
+    # ------------------------------------------------------------------ init
+
+    def _may_lock(self, spec: MoveSpec) -> bool:
+        earlier = (s.index for s in self.move_specs[: spec.index] if self.name in s.region)
+        return self.move is None and all(index in self.moves_done for index in earlier)
+
+    def on_dmove_lock(self, msg: Message, sender, ctx) -> None:
+        spec = self.move_specs[msg.gen]
+        if not self._may_lock(spec):
+            ctx.send(sender, self._message("dmove_refused", spec))
+            return
+        self.move = _taking_part(spec, self.name)
+        if self.move.right is None:
+            ctx.send(spec.broker, self._message("dmove_locked", spec))
+        else:
+            ctx.send(self.move.right, msg)
+
+    def on_dmove_refused(self, msg: Message, sender, ctx) -> None:
+        move, self.move = self.move, None
+        if move.left is None:
+            ctx.event("delta_move_waiting", move=move.spec.index)
+        else:
+            ctx.send(move.left, msg)
+
+    def on_dmove_locked(self, msg: Message, sender, ctx) -> None:
+        """At A, the region locked: turn round, and have the old path do the same."""
+        old = self.move.spec.old
+        advs = tuple(key for key, route in self.advs.items() if route.last_hop != old)
+        subs = tuple(key for key, route in self.subs.items() if route.last_hop != old)
+        self._relabel(None, None)
+        ctx.send(self.move.right, self._message("dmove_relabel", self.move.spec, advs=advs, subs=subs))
+
+    # ------------------------------------------------------------------ update
+
+    def on_dmove_relabel(self, msg: Message, sender, ctx) -> None:
+        self._relabel(set(msg.header("advs")), set(msg.header("subs")))
+        move = self.move
+        if move.right is None:
+            ctx.send(move.spec.broker, self._message("dmove_relabelled", move.spec))
+        else:
+            ctx.send(move.right, msg)
+
+    def on_dmove_relabelled(self, msg: Message, sender, ctx) -> None:
+        self._sweep(self.move.outward, 1, ctx)
+
+    def _relabel(self, s_advs: set | None, s_subs: set | None) -> None:
+        """Keep a snapshot for the old tree, then turn S's entries (at A: all of B's) round
+        from the old direction toward A's side to the new one, and rewire."""
+        move, spec = self.move, self.move.spec
+        move.snapshot = self._snapshot()
+        before, after = (spec.old, spec.new) if move.left is None else (move.left, move.inward)
+        if after not in self.hop_index:
+            self.rewire([*self.neighbors, after])
+        self._turn(before, after, s_advs, s_subs)
+        dropped = {spec.broker: spec.old, spec.old: spec.broker}.get(self.name)
+        if dropped is not None:
+            self.rewire([n for n in self.neighbors if n != dropped])
+
+    def _snapshot(self):
+        move, self.move = self.move, None
+        try:
+            return copy.deepcopy(self, {id(self.work): self.work})  # work is charged to this broker
+        finally:
+            self.move = move
+
+    def _turn(self, before: str, after: str, adv_keys: set | None, sub_keys: set | None) -> None:
+        """Entries from ``before`` (those of ``adv_keys``/``sub_keys``; None: all) come from
+        ``after`` now; the counts toward both follow their advertisements."""
+        was, now = self.hop_index[before], self.hop_index[after]
+        for key, route in self.advs.items():
+            if route.last_hop == before and (adv_keys is None or key in adv_keys):
+                self.srt.set_last_hop(route.slot, now)
+                route.last_hop = after
+                self.prt.unadvertised(route.msg.filter, was)
+                self.prt.advertised(route.msg.filter, now)
+        for key, route in self.subs.items():
+            if route.last_hop == before and (sub_keys is None or key in sub_keys):
+                self.prt.set_last_hop(route.slot, now)
+                route.last_hop = after
+                if self.prt.routed[route.slot, now]:
+                    self.forget_routed(route, after)
+
+    def _sweep(self, hop: str, phase: int, ctx) -> None:
+        """Send ``hop`` every subscription routed there now, and the sync naming them."""
+        index, prt = self.hop_index[hop], self.prt
+        for route in self.subs.values():
+            prt.routed[route.slot, index] = prt.toward[route.slot, index] > 0 and route.last_hop != hop
+        sent = _SentSubscriptions(ctx, hop)
+        self.resend_subscriptions(hop, sent)
+        ctx.send(hop, self._message("dmove_sync", self.move.spec, phase=phase, subs=tuple(sent.keys)))
+
+    def on_dmove_sync(self, msg: Message, sender, ctx) -> None:
+        named = set(msg.header("subs"))
+        stale = [route for key, route in self.subs.items() if route.last_hop == sender and key not in named]
+        for route in stale:
+            self.on_unsub(route.msg.unsubscription(), sender, ctx)
+        move = self.move
+        if msg.header("phase") == 1:
+            self._sweep(move.outward, 1, ctx) if move.outward else self._sweep(move.inward, 2, ctx)
+        elif move.inward:
+            self._sweep(move.inward, 2, ctx)
+        else:  # A: both sweeps done, the new tree is complete
+            self._switch(ctx)
+
+    # ------------------------------------------------------------------ wrap-up
+
+    def on_dmove_switch(self, msg: Message, sender, ctx) -> None:
+        self._switch(ctx)
+
+    def _switch(self, ctx) -> None:
+        move = self.move
+        move.switched = True
+        if move.outward is not None:
+            ctx.send(move.outward, self._message("dmove_switch", move.spec))
+        self._drain(ctx)
+
+    def on_dmove_drain(self, msg: Message, sender, ctx) -> None:
+        self.move.drained_from.add(sender)
+        self._drain(ctx)
+
+    def _drain(self, ctx) -> None:
+        """Mark an old link drained once nothing more routed on the old tree can follow."""
+        move = self.move
+        if not move.switched:
+            return
+        for side, other in ((move.left, move.right), (move.right, move.left)):
+            if side is not None and side not in move.drains_sent and (other is None or other in move.drained_from):
+                move.drains_sent.add(side)
+                ctx.send(side, self._message("dmove_drain", move.spec))
+        if not move.end_sent and move.drained_from >= move.old_links:
+            move.end_sent = True
+            for neighbour in sorted(move.neighbours):
+                ctx.send(neighbour, self._message("dmove_end", move.spec))
+            self._end(ctx)
+
+    def on_dmove_end(self, msg: Message, sender, ctx) -> None:
+        self.move.ended_from.add(sender)
+        self._end(ctx)
+
+    def _end(self, ctx) -> None:
+        move = self.move
+        if not (move.end_sent and move.ended_from >= move.neighbours):
+            return
+        self.move = None
+        self.moves_done.add(move.spec.index)
+        if move.left is None:
+            self.moves_pending.popleft()
+            ctx.event("delta_move_done", move=move.spec.index, old=move.spec.old, new=move.spec.new)
+        for msg, sender in move.held_back:
+            self.handle(msg, sender, ctx)

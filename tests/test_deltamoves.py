@@ -1,0 +1,217 @@
+"""Delta-moves: a broker's primary link moves while publications flow; none is lost or
+delivered twice, and the routing state ends as the new tree's."""
+import dataclasses
+import json
+import random
+
+import networkx as nx
+import pytest
+
+import topologies
+from actors.results import read_table
+from experiments.cli import main
+from protocols.deltamoves import _path_avoiding, plan_moves
+from protocols.softlinks import SoftLinkSettings
+from workloads.generators import random_mix
+from workloads.trace import compile_trace
+
+from .oracle import Pump, expected_deliveries
+
+
+def random_moves(graph, rng: random.Random, count: int, delta: int = 4) -> list[dict]:
+    """``count`` valid moves, each on the tree the earlier ones leave (at times 1, 2, ... s)."""
+    links = {b: set(n) for b, n in topologies.neighbours(graph).items()}
+    moves = []
+    while len(moves) < count:
+        a = rng.choice(sorted(links))
+        b = rng.choice(sorted(links[a]))
+        beyond = [c for c in sorted(links) if c != a and c not in links[a]
+                  and 2 <= len(_path_avoiding(links, a, b, c) or ()) <= delta]
+        if beyond:
+            c = rng.choice(beyond)
+            links[a].discard(b), links[b].discard(a), links[a].add(c), links[c].add(a)
+            moves.append({"at_us": (len(moves) + 1) * 1_000_000, "broker": a, "from": b, "to": c})
+    return moves
+
+
+def protocol(covering: str, moves=()) -> dict:
+    soft = SoftLinkSettings(strategy="S0", adaptive=False, moves=tuple(moves))
+    return {"covering": covering, "soft_links": dataclasses.asdict(soft)}
+
+
+def moved_tree(graph, moves) -> nx.Graph:
+    moved = nx.Graph(graph)
+    for move in moves:
+        moved.remove_edge(move["broker"], move["from"])
+        moved.add_edge(move["broker"], move["to"])
+    return moved
+
+
+def run_with_moves(pump: Pump, records: list[dict], moves: list[dict], at: list[float]) -> Pump:
+    """Inject the trace; before the operation at each fraction ``at``, tick the next move's broker."""
+    injections = list(compile_trace([("trace", r) for r in records], pump.brokers))
+    starts = {int(len(injections) * fraction): move for fraction, move in zip(at, moves)}
+    for i, injection in enumerate(injections):
+        if i in starts:
+            pump.now = max(pump.now, starts[i]["at_us"])
+            pump.tick(starts[i]["broker"])
+        pump.now = max(pump.now, injection.t_us)
+        pump.inject(injection.broker, injection.message)
+    return pump
+
+
+def routing_state(broker) -> dict:
+    return {
+        "advs": {key: route.last_hop for key, route in broker.advs.items()},
+        "subs": {key: route.last_hop for key, route in broker.subs.items()},
+        "routed": {hop: sorted(keys) for hop, keys in broker.routed_subs.items() if keys},
+    }
+
+
+def test_plan_moves_follows_the_tree_the_earlier_moves_leave():
+    overlay = topologies.neighbours(topologies.line(6))  # B0 - B1 - ... - B5
+    moves = [{"at_us": 1, "broker": "B0", "from": "B1", "to": "B3"},  # B1 - B2 - B3 - B0 - ...
+             {"at_us": 2, "broker": "B1", "from": "B2", "to": "B0"}]  # B1's side is B0's now
+    first, second = plan_moves(overlay, moves, 4)
+    assert first.path == ("B1", "B2", "B3") and first.region == ("B0", "B1", "B2", "B3")
+    assert second.path == ("B2", "B3", "B0")
+    with pytest.raises(ValueError, match=r"moves\[1\].from: B1 is not a primary neighbour of B0"):
+        plan_moves(overlay, [moves[0], {"at_us": 2, "broker": "B0", "from": "B1", "to": "B2"}], 4)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_move_leaves_the_state_a_network_on_the_new_tree_has(seed):
+    """Without covering a broker's routing state is a function of the tree and what is active:
+    after moves it must equal that of a network that ran the same operations on the new tree."""
+    rng = random.Random(seed)
+    graph = topologies.random_tree(rng.randint(12, 30), seed)
+    moves = random_moves(graph, rng, 2)
+    records = random_mix(sorted(graph), seed=seed, operations=300, moves=False)
+    moved = run_with_moves(Pump(graph, protocol("none", moves)), records, moves, [0.3, 0.6])
+    assert [e["move"] for kind, e in moved.events if kind == "delta_move_done"] == [0, 1]
+    rebuilt = Pump(moved_tree(graph, moves), protocol("none")).run(records)
+    for name in sorted(graph):
+        assert sorted(moved.brokers[name].neighbors) == sorted(rebuilt.brokers[name].neighbors), name
+        assert routing_state(moved.brokers[name]) == routing_state(rebuilt.brokers[name]), name
+    assert set(moved.deliveries) == expected_deliveries(records)
+
+
+@pytest.mark.parametrize("covering", ["none", "lazy", "active"])
+@pytest.mark.parametrize("seed", range(4))
+def test_deliveries_equal_the_oracle_with_moves_between_operations(covering, seed):
+    rng = random.Random(f"moves{seed}")
+    graph = topologies.random_tree(rng.randint(12, 40), seed)
+    moves = random_moves(graph, rng, 3)
+    records = random_mix(sorted(graph), seed=seed, operations=400, moves=False)
+    pump = run_with_moves(Pump(graph, protocol(covering, moves)), records, moves, [0.25, 0.5, 0.75])
+    assert len(pump.deliveries) == len(set(pump.deliveries))
+    assert set(pump.deliveries) == expected_deliveries(records)
+    done = [e for kind, e in pump.events if kind == "delta_move_done"]
+    assert [e["move"] for e in done] == [0, 1, 2]
+
+
+BROKERS = 16
+
+
+def publishing_trace(seed: int, publications: int = 2400, rate: float = 600.0) -> list[dict]:
+    """Publishers and subscribers set up first, then publications from every publisher."""
+    rng = random.Random(seed)
+    brokers = [f"B{i}" for i in range(BROKERS)]
+    records = [{"t": 0.0, "op": "advertise", "client": f"P{p}", "broker": rng.choice(brokers), "id": f"A{p}",
+                "filter": "[class,eq,'STOCK'],[symbol,isPresent,''],[price,>,0]"} for p in range(6)]
+    filters = ["[class,eq,'STOCK'],[price,>,{a}]", "[class,eq,'STOCK'],[price,>,{a}],[price,<,{b}]",
+               "[class,eq,'STOCK'],[symbol,eq,'S{s}']"]
+    for s in range(40):
+        text = rng.choice(filters).format(a=rng.randint(1, 60), b=rng.randint(60, 100), s=rng.randint(0, 9))
+        records.append({"t": 0.5, "op": "subscribe", "client": f"C{s}", "broker": rng.choice(brokers),
+                        "id": f"S{s}", "filter": text})
+    for i in range(publications):
+        records.append({"t": round(1.0 + i / rate, 6), "op": "publish", "client": f"P{i % 6}", "id": f"M{i}",
+                        "content": f"[class,'STOCK'],[symbol,'S{rng.randint(0, 9)}'],[price,{rng.randint(1, 99)}]"})
+    return records
+
+
+def scenario_with_moves(seed: int, covering: str, times: list[str]) -> tuple[dict, list[dict], list[dict]]:
+    graph = topologies.random_tree(BROKERS, seed)
+    moves = random_moves(graph, random.Random(seed), len(times))
+    given = [{"at": at, "broker": m["broker"], "from": m["from"], "to": m["to"]} for at, m in zip(times, moves)]
+    scenario = {
+        "name": "moves", "seed": seed, "duration": "6s",
+        "topology": {"generator": {"name": "random_tree", "n": BROKERS, "seed": seed}, "link": {"latency": "15ms"}},
+        "workload": {"trace": "ops.jsonl"},
+        "protocol": {"covering": covering, "soft_links": {"strategy": "S0", "adaptive": False, "moves": given}},
+        "runtime": {"hosts": 0, "costs": "padres", "sample_interval": "100ms"},
+    }
+    return scenario, publishing_trace(seed), moves
+
+
+def run_scenario(write_scenario, tmp_path, scenario: dict, records: list[dict], *sets: str) -> dict:
+    path = write_scenario(scenario, {"ops.jsonl": "\n".join(json.dumps(r) for r in records)})
+    out = tmp_path / f"run{len(list(tmp_path.glob('run*')))}"
+    assert main(["run", str(path), "--out", str(out), *(a for s in sets for a in ("--set", s))]) == 0
+    return {t: read_table(out, t).to_pandas() for t in ("deliveries", "messages", "samples", "events")}
+
+
+def move_times(events, kind: str) -> dict[int, int]:
+    """Per move, when the event ``kind`` happened (the last time, for a move that waited)."""
+    rows = events[events.kind == kind]
+    return {json.loads(detail)["move"]: t for detail, t in zip(rows.detail, rows.t_us)}
+
+
+@pytest.mark.parametrize("covering", ["none", "lazy", "active"])
+@pytest.mark.parametrize("seed", [1, 3])
+def test_moves_under_load_lose_and_duplicate_nothing(write_scenario, tmp_path, covering, seed):
+    # two moves close together (they may share brokers: the later waits), two later on
+    scenario, records, moves = scenario_with_moves(seed, covering, ["1.5s", "1.6s", "2.5s", "3.5s"])
+    rows = run_scenario(write_scenario, tmp_path, scenario, records)
+    pairs = list(zip(rows["deliveries"].pub_id, rows["deliveries"].sub_id))
+    assert len(pairs) == len(set(pairs)), "a publication delivered twice to one subscription"
+    assert set(pairs) == expected_deliveries(records)
+    events, messages = rows["events"], rows["messages"]
+    assert sorted(json.loads(d)["move"] for d in events[events.kind == "delta_move_done"].detail) == [0, 1, 2, 3]
+    # publications were under way while each move lasted, and later ones took the new links
+    started, ended = move_times(events, "delta_move_started"), move_times(events, "delta_move_done")
+    pubs = messages[messages.kind == "pub"]
+    for index in range(len(moves)):
+        assert ((pubs.t_arrive_us > started[index]) & (pubs.t_arrive_us < ended[index])).sum() > 20
+    final = moved_tree(topologies.random_tree(BROKERS, seed), moves)
+    last = pubs[(pubs.t_arrive_us > max(ended.values()) + 100_000) & pubs.sender.notna()]
+    assert all(final.has_edge(s, b) for s, b in zip(last.sender, last.broker))
+    initial = topologies.random_tree(BROKERS, seed)
+    assert any(not initial.has_edge(s, b) for s, b in zip(last.sender, last.broker))
+
+
+def test_moves_amid_subscription_churn_match_the_oracle(write_scenario, tmp_path):
+    graph = topologies.random_tree(20, 2)
+    records = random_mix(sorted(graph), seed=2, operations=300, spacing=0.4, moves=False)
+    moves = random_moves(graph, random.Random(2), 8)
+    given = [{"at": f"{12 * (i + 1)}s", "broker": m["broker"], "from": m["from"], "to": m["to"]}
+             for i, m in enumerate(moves)]
+    scenario = {
+        "name": "churn", "seed": 2, "duration": "125s",
+        "topology": {"generator": {"name": "random_tree", "n": 20, "seed": 2}, "link": {"latency": "15ms"}},
+        "workload": {"trace": "ops.jsonl"},
+        "protocol": {"covering": "active", "soft_links": {"strategy": "S0", "adaptive": False, "moves": given}},
+        "runtime": {"hosts": 0, "costs": "padres", "sample_interval": "100ms"},
+    }
+    rows = run_scenario(write_scenario, tmp_path, scenario, records)
+    pairs = list(zip(rows["deliveries"].pub_id, rows["deliveries"].sub_id))
+    assert len(pairs) == len(set(pairs)) and set(pairs) == expected_deliveries(records)
+    assert (rows["events"].kind == "delta_move_done").sum() == 8
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_identical_results_across_host_counts_with_moves(write_scenario, tmp_path, ray_session):
+    scenario, records, _ = scenario_with_moves(2, "active", ["1.5s", "1.6s", "2.5s"])
+    scenario["duration"] = "3.5s"
+    records = [r for r in records if r["t"] < 3.0]
+    results = {hosts: run_scenario(write_scenario, tmp_path, scenario, records, f"runtime.hosts={hosts}")
+               for hosts in (0, 2)}
+    assert (results[0]["events"].kind == "delta_move_done").sum() == 3
+    for table, rows in results[0].items():
+        assert sorted_rows(results[2][table]) == sorted_rows(rows), table
+
+
+def sorted_rows(frame) -> list[str]:
+    return sorted(json.dumps(row, sort_keys=True, default=str) for row in frame.to_dict("records"))
