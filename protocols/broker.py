@@ -422,6 +422,10 @@ class Broker:
         for route in self.routed_toward(hop):
             self.send_subscription(route, hop, ctx)
 
+    def sent_toward(self, hop: str) -> set[Key]:
+        """The keys of the subscriptions neighbour ``hop`` holds from this broker."""
+        return set(self.prt.routed_keys(self.hop_index[hop]))
+
     def routed_toward(self, hop: str) -> list[Route]:
         """The subscriptions routed toward neighbour ``hop``, in slot order."""
         subs = self.subs

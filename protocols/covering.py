@@ -86,6 +86,9 @@ class LazyCovering:
         for route in sorted(self.routed_toward(hop), key=lambda r: (_generality(r.msg.filter), r.msg.key)):
             self.send_subscription(route, hop, ctx)
 
+    def sent_toward(self, hop: str) -> set:
+        return {key for scope in self.covering_scopes_toward(hop) for key in self.covering_sent[scope].keys()}
+
     def forget_routed(self, route: Route, hop: str) -> None:
         super().forget_routed(route, hop)
         scope = self.covering_scope(route, hop)

@@ -133,6 +133,7 @@ class _Move:
     ended_from: set = field(default_factory=set)
     end_sent: bool = False
     held_back: list = field(default_factory=list)  # (message, sender) until the move ends here
+    partner_holds: frozenset = frozenset()  # A and C: the subscriptions the other end holds
 
     @property
     def neighbours(self) -> set[str]:
@@ -153,6 +154,20 @@ def _taking_part(spec: MoveSpec, name: str) -> _Move:
     left, right = around(old_path, old_path.index(name))
     inward, outward = around(new_path, new_path.index(name))
     return _Move(spec, left, right, outward, inward)
+
+
+class _NamedOnly(_SentSubscriptions):
+    """Records the subscriptions sent to ``hop`` but does not send those it holds already."""
+
+    def __init__(self, ctx, hop: str, held: set) -> None:
+        super().__init__(ctx, hop)
+        self.held = held
+
+    def send(self, destination: str, message: Message) -> None:
+        if destination == self.hop and message.kind == "sub" and message.key in self.held:
+            self.sent[message.key] = None
+        else:
+            super().send(destination, message)
 
 
 class DeltaMoves:
@@ -239,20 +254,24 @@ class DeltaMoves:
         old = self.move.spec.old
         advs = tuple(key for key, route in self.advs.items() if route.last_hop != old)
         subs = tuple(key for key, route in self.subs.items() if route.last_hop != old)
+        from_old = tuple(key for key, route in self.subs.items() if route.last_hop == old)
         self._relabel(None, None)
-        ctx.send(self.move.right, self._message("dmove_relabel", self.move.spec, advs=advs, subs=subs))
+        ctx.send(self.move.right, self._message("dmove_relabel", self.move.spec, advs=advs, subs=subs, held=from_old))
 
     # ------------------------------------------------------------------ update
 
     def on_dmove_relabel(self, msg: Message, sender, ctx) -> None:
         self._relabel(set(msg.header("advs")), set(msg.header("subs")))
         move = self.move
-        if move.right is None:
-            ctx.send(move.spec.broker, self._message("dmove_relabelled", move.spec))
+        if move.right is None:  # C: A holds its own side's and those B sent it
+            move.partner_holds = frozenset(msg.header("held")) | frozenset(msg.header("subs"))
+            held = tuple(self.subs)
+            ctx.send(move.spec.broker, self._message("dmove_relabelled", move.spec, held=held))
         else:
             ctx.send(move.right, msg)
 
     def on_dmove_relabelled(self, msg: Message, sender, ctx) -> None:
+        self.move.partner_holds = frozenset(msg.header("held"))
         self._sweep(self.move.outward, 1, ctx)
 
     def _relabel(self, s_advs: set | None, s_subs: set | None) -> None:
@@ -293,13 +312,24 @@ class DeltaMoves:
                     self.forget_routed(route, after)
 
     def _sweep(self, hop: str, phase: int, ctx) -> None:
-        """Send ``hop`` every subscription routed there now, and the sync naming them."""
+        """Send ``hop`` every subscription routed there now that it does not hold already,
+        and the sync naming them all."""
         index, prt = self.hop_index[hop], self.prt
         for route in self.subs.values():
             prt.routed[route.slot, index] = prt.toward[route.slot, index] > 0 and route.last_hop != hop
-        sent = _SentSubscriptions(ctx, hop)
+        sent = _NamedOnly(ctx, hop, self._held_by(hop))
         self.resend_subscriptions(hop, sent)
         ctx.send(hop, self._message("dmove_sync", self.move.spec, phase=phase, subs=tuple(sent.keys)))
+
+    def _held_by(self, hop: str) -> set:
+        """The subscriptions ``hop`` holds as the move began: those it passed here, and
+        those sent there (relabelling keeps entries; what a neighbour withdraws since, it
+        unsubscribes here first, and links are FIFO)."""
+        snapshot = self.move.snapshot
+        if hop not in snapshot.hop_index:  # the new link: what the other end said it holds
+            return set(self.move.partner_holds)
+        passed = {key for key, route in snapshot.subs.items() if route.last_hop == hop}
+        return passed | snapshot.sent_toward(hop)
 
     def on_dmove_sync(self, msg: Message, sender, ctx) -> None:
         named = set(msg.header("subs"))
