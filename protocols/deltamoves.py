@@ -9,11 +9,15 @@ brokers, the move's region, change state: the entries that came from A's side (S
 along the path, and what crosses each path link is derived again.
 
 Phases, in messages of their own kinds (rows of ``messages``):
-1. Init: A locks the region (``dmove_lock`` along the old path, ``dmove_locked`` back from C
-   over the new link). A broker refuses (``dmove_refused``, back to A, which tries again at
-   its next tick) while it takes part in another move, or before every earlier move of the
-   scenario that shares it has ended there: moves that share brokers run in the scenario's
-   order, the order validation planned their paths in.
+1. Init: A locks the region (``dmove_lock`` along the old path to C, ``dmove_locked`` back
+   along it). From its lock to the end of the move a region broker holds back the messages
+   of clients and of brokers outside the region (publications never wait), so the lock
+   wave trails everything sent toward C and ``dmove_locked`` everything sent toward A: when
+   it reaches A, no routing message is under way inside the region. A broker refuses
+   (``dmove_refused``, back to A, which tries again at its next tick) while it takes part in
+   another move, or before every earlier move of the scenario that shares it has ended there:
+   moves that share brokers run in the scenario's order, the order validation planned their
+   paths in.
 2. Update: ``dmove_relabel`` travels the old path with the keys of S's advertisements and
    subscriptions (A holds them all). Each broker keeps a snapshot of its routing state for the
    publications already under way, turns S's entries toward their new direction (A: B's
@@ -23,9 +27,7 @@ Phases, in messages of their own kinds (rows of ``messages``):
    ``dmove_sync`` naming them; the next one withdraws what it holds from that side that the
    sync does not name (covering decides afresh what it sends, as after a fault). Sweep one
    settles what flows away from A, sweep two what flows toward A; a subscription flowing one
-   way never changes what a broker routes the other way, so two sweeps suffice. From its
-   relabelling to its end, a region broker holds back the messages of clients and of brokers
-   outside the region (publications never wait).
+   way never changes what a broker routes the other way, so two sweeps suffice.
 3. Wrap-up: A switches to the new tree and the switch travels the new path
    (``dmove_switch``); drain markers (``dmove_drain``) travel the old path both ways behind
    the last publication routed on the old tree; a broker drained on its old links says
@@ -189,13 +191,9 @@ class DeltaMoves:
             super().handle(msg, sender, ctx)
         elif msg.kind == "pub":
             self._publication(msg, sender, move, ctx)
-        elif move.snapshot is None:
-            super().handle(msg, sender, ctx)
         elif sender not in move.neighbours:
             move.held_back.append((msg, sender))
         else:
-            if sender == move.spec.old and self.name == move.spec.broker:
-                sender = move.spec.new  # sent before B turned round: B's side is through C now
             super().handle(msg, sender, ctx)
 
     def _publication(self, msg: Message, sender, move: _Move, ctx) -> None:
@@ -238,7 +236,7 @@ class DeltaMoves:
             return
         self.move = _taking_part(spec, self.name)
         if self.move.right is None:
-            ctx.send(spec.broker, self._message("dmove_locked", spec))
+            ctx.send(self.move.left, self._message("dmove_locked", spec))
         else:
             ctx.send(self.move.right, msg)
 
@@ -248,9 +246,15 @@ class DeltaMoves:
             ctx.event("delta_move_waiting", move=move.spec.index)
         else:
             ctx.send(move.left, msg)
+        self._handle_held_back(move, ctx)
 
     def on_dmove_locked(self, msg: Message, sender, ctx) -> None:
-        """At A, the region locked: turn round, and have the old path do the same."""
+        """Back along the old path behind everything its brokers sent toward A while the lock
+        went out (once locked they hold back what comes from elsewhere, so nothing follows it).
+        At A the region is quiet: turn round, and have the old path do the same."""
+        if self.move.left is not None:
+            ctx.send(self.move.left, msg)
+            return
         old = self.move.spec.old
         advs = tuple(key for key, route in self.advs.items() if route.last_hop != old)
         subs = tuple(key for key, route in self.subs.items() if route.last_hop != old)
@@ -388,5 +392,8 @@ class DeltaMoves:
         if move.left is None:
             self.moves_pending.popleft()
             ctx.event("delta_move_done", move=move.spec.index, old=move.spec.old, new=move.spec.new)
+        self._handle_held_back(move, ctx)
+
+    def _handle_held_back(self, move: _Move, ctx) -> None:
         for msg, sender in move.held_back:
             self.handle(msg, sender, ctx)
