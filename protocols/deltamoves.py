@@ -23,9 +23,11 @@ Phases, in messages of their own kinds (rows of ``messages``):
    publications already under way, turns S's entries toward their new direction (A: B's
    side's toward C) and rewires its links (A: B -> C; B drops A; C adds A). Two sweeps then
    derive again what crosses each path link: from A along the new path to B, then back. At
-   each step a broker sends the next one every subscription it routes there and a
-   ``dmove_sync`` naming them; the next one withdraws what it holds from that side that the
-   sync does not name (covering decides afresh what it sends, as after a fault). Sweep one
+   each step a broker sends the next one the subscriptions it routes there that the next one
+   lacks (known from the snapshot, and over the new link from what the other end said it
+   holds) and a ``dmove_sync`` naming all it routes there; the next one withdraws what it
+   holds from that side that the sync does not name (covering decides afresh what it sends,
+   as after a fault). Sweep one
    settles what flows away from A, sweep two what flows toward A; a subscription flowing one
    way never changes what a broker routes the other way, so two sweeps suffice.
 3. Wrap-up: A switches to the new tree and the switch travels the new path
