@@ -211,7 +211,7 @@ class DeltaMoves:
 
     def tick(self, ctx) -> None:
         super().tick(ctx)
-        if self.moves_pending and self.move is None and ctx.now >= self.moves_pending[0].at_us:
+        if self.moves_pending and ctx.now >= self.moves_pending[0].at_us:
             spec = self.moves_pending[0]
             if self._may_lock(spec):
                 self.move = _taking_part(spec, self.name)

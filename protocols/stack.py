@@ -1,13 +1,13 @@
 """Composes the broker class a scenario's protocol section asks for, in one visible place."""
 from __future__ import annotations
 
-from .broker import Broker
+from .broker import Broker, configured
 from .covering import ActiveCovering, LazyCovering, PackingCovering
 from .deltamoves import DeltaMoves
 from .multitree import Multitree
 from .pruning import Pruning
 from .relocation import Relocation
-from .softlinks import SoftLinks
+from .softlinks import SoftLinks, SoftLinkSettings
 
 # protocol key -> {setting: mixin (None: nothing added)}; the first setting is the default
 MIXINS: dict[str, dict[str, type | None]] = {
@@ -18,8 +18,6 @@ CONFIGURED_MIXINS: dict[str, type] = {
     "multitree": Multitree, "relocation": Relocation, "pruning": Pruning, "soft_links": SoftLinks,
 }
 PROTOCOL_KEYS = {"check_conformance", *MIXINS, *CONFIGURED_MIXINS}
-# soft links with Delta-moves: the moves' mixin outermost (it chooses the routing state)
-WITH_MOVES = DeltaMoves
 
 
 def broker_class(protocol: dict) -> type[Broker]:
@@ -29,15 +27,9 @@ def broker_class(protocol: dict) -> type[Broker]:
         for key, choices in MIXINS.items()
     ]
     mixins = [mixin for key, mixin in CONFIGURED_MIXINS.items() if protocol.get(key)] + mixins
-    if _moves(protocol.get("soft_links")):
-        mixins.insert(0, WITH_MOVES)
+    if protocol.get("soft_links") and configured(protocol, "soft_links", SoftLinkSettings).moves:
+        mixins.insert(0, DeltaMoves)  # outermost: it chooses the routing state a message meets
     return _compose(tuple(m for m in mixins if m is not None))
-
-
-def _moves(soft_links) -> tuple:
-    if isinstance(soft_links, dict):
-        return tuple(soft_links.get("moves") or ())
-    return tuple(getattr(soft_links, "moves", ()) or ())
 
 
 _COMPOSED: dict[tuple[type, ...], type[Broker]] = {(): Broker}
@@ -54,7 +46,7 @@ def _compose(mixins: tuple[type, ...]) -> type[Broker]:
 def __getattr__(name: str) -> type[Broker]:
     """Composed classes by name, so pickle (host snapshots, Ray) finds them in any process."""
     known = {m.__name__: m for choices in MIXINS.values() for m in choices.values() if m is not None}
-    known.update((m.__name__, m) for m in (*CONFIGURED_MIXINS.values(), WITH_MOVES))
+    known.update((m.__name__, m) for m in (*CONFIGURED_MIXINS.values(), DeltaMoves))
     parts = name.removeprefix("Broker_").split("_") if name.startswith("Broker_") else [None]
     if all(part in known for part in parts):
         return _compose(tuple(known[part] for part in parts))
