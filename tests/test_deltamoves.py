@@ -159,6 +159,20 @@ def racing_trace(brokers: list[str], rng: random.Random) -> tuple[list[dict], in
     return records, race, settled
 
 
+def run_race(pump: InterleavingPump, records: list[dict], race: int, settled: int, start_moves) -> None:
+    """Inject the trace: each operation before ``race`` to quiescence; those from ``race`` to
+    ``settled`` queued, not delivered; then ``start_moves()``, whose drain delivers the move's
+    messages and everything queued in a random order; the rest to quiescence."""
+    injections = list(compile_trace([("trace", r) for r in records], pump.brokers))
+    for i, injection in enumerate(injections):
+        if i == settled:
+            start_moves()
+        if race <= i < settled:
+            pump.queue.append((injection.broker, None, injection.message))
+        else:
+            pump.inject(injection.broker, injection.message)
+
+
 @pytest.mark.parametrize("covering", ["none", "lazy", "active"])
 @pytest.mark.parametrize("seed", range(100))
 def test_a_move_raced_by_every_kind_of_message_in_any_order_is_exact(covering, seed):
@@ -170,15 +184,12 @@ def test_a_move_raced_by_every_kind_of_message_in_any_order_is_exact(covering, s
     moves = random_moves(graph, rng, 1)
     records, race, settled = racing_trace(sorted(graph), rng)
     pump = InterleavingPump(graph, protocol(covering, moves), seed)
-    injections = list(compile_trace([("trace", r) for r in records], pump.brokers))
-    for i, injection in enumerate(injections):
-        if i == settled:
-            pump.now = moves[0]["at_us"]
-            pump.tick(moves[0]["broker"])  # the move, raced by everything queued since the race began
-        if race <= i < settled:
-            pump.queue.append((injection.broker, None, injection.message))
-        else:
-            pump.inject(injection.broker, injection.message)
+
+    def start_move() -> None:
+        pump.now = moves[0]["at_us"]
+        pump.tick(moves[0]["broker"])
+
+    run_race(pump, records, race, settled, start_move)
     assert [kind for kind, _ in pump.events if kind.startswith("delta_move")] == ["delta_move_started",
                                                                                   "delta_move_done"]
     assert len(pump.deliveries) == len(set(pump.deliveries))
@@ -196,19 +207,16 @@ def test_three_moves_started_at_once_and_raced_in_any_order_are_exact(covering, 
     moves = random_moves(graph, rng, 3)
     records, race, settled = racing_trace(sorted(graph), rng)
     pump = InterleavingPump(graph, protocol(covering, moves), seed)
-    injections = list(compile_trace([("trace", r) for r in records], pump.brokers))
-    for i, injection in enumerate(injections):
-        if i == settled:
-            pump.now = moves[-1]["at_us"]
-            for _ in range(30):  # a tick at each moving broker, then everything it sets off
-                for move in moves:
-                    pump._current = move["broker"]
-                    pump.brokers[move["broker"]].tick(pump)
-                pump._drain()
-        if race <= i < settled:
-            pump.queue.append((injection.broker, None, injection.message))
-        else:
-            pump.inject(injection.broker, injection.message)
+
+    def start_moves() -> None:
+        pump.now = moves[-1]["at_us"]
+        for _ in range(30):  # a tick at each moving broker, then everything it sets off
+            for move in moves:
+                pump._current = move["broker"]
+                pump.brokers[move["broker"]].tick(pump)
+            pump._drain()
+
+    run_race(pump, records, race, settled, start_moves)
     assert sorted(e["move"] for kind, e in pump.events if kind == "delta_move_done") == [0, 1, 2]
     assert len(pump.deliveries) == len(set(pump.deliveries))
     assert set(pump.deliveries) == expected_deliveries(records)
