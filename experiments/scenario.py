@@ -293,6 +293,10 @@ def _check_delta_moves(scenario: dict, injections, path: Path) -> None:
     if any(injection.message.kind == "detach" for injection in injections):
         raise InputError(f"{path}: protocol.soft_links.moves: not combined with a workload whose clients move "
                          "(their handoff markers count on fixed links)")
+    if soft_links["strategy"] != "S0" and scenario["protocol"]["covering"] != "none":
+        raise InputError(f"{path}: protocol.soft_links.moves: under strategy {soft_links['strategy']} not combined "
+                         f"with protocol.covering {scenario['protocol']['covering']!r} (covering compares "
+                         "subscriptions per anchor, and a move changes anchors; use covering none or strategy S0)")
 
 
 def _check_multitree(protocol: dict, graph, path: Path) -> None:

@@ -60,7 +60,7 @@ import copy
 from collections import deque
 from dataclasses import dataclass, field
 
-from .broker import _SentSubscriptions
+from .broker import Route, _SentSubscriptions
 from .messages import Message
 
 
@@ -75,6 +75,7 @@ class MoveSpec:
     old: str
     new: str
     path: tuple[str, ...]
+    zone: tuple[str, ...]  # the brokers within delta hops of the region (in name order)
 
     @property
     def region(self) -> tuple[str, ...]:
@@ -97,9 +98,32 @@ def plan_moves(overlay: dict[str, list[str]], moves, delta: int) -> list[MoveSpe
             raise ValueError(f"{where}.to: {c} is not beyond {b} on {b}'s side of {a}")
         if len(path) > delta:
             raise ValueError(f"{where}.to: {c} is {len(path)} hops from {a}, beyond delta={delta}")
-        links[a].discard(b), links[b].discard(a), links[a].add(c), links[c].add(a)
-        specs.append(MoveSpec(index, move["at_us"], a, b, c, tuple(path)))
+        zone = _within(links, [a, *path], delta)
+        _apply(links, a, b, c)
+        specs.append(MoveSpec(index, move["at_us"], a, b, c, tuple(path), zone))
     return specs
+
+
+def _apply(links: dict[str, set[str]], a: str, b: str, c: str) -> None:
+    links[a].discard(b), links[b].discard(a), links[a].add(c), links[c].add(a)
+
+
+def _within(links: dict[str, set[str]], region: list[str], delta: int) -> tuple[str, ...]:
+    """The brokers at most ``delta`` hops from one of ``region`` (the same before and after a
+    move of that region: the tree attaches to the region's brokers as before)."""
+    reached, frontier = set(region), list(region)
+    for _ in range(delta):
+        frontier = [n for node in frontier for n in links[node] if n not in reached]
+        reached.update(frontier)
+    return tuple(sorted(reached))
+
+
+def tree_after(overlay: dict[str, list[str]], specs: list[MoveSpec], index: int) -> dict[str, list[str]]:
+    """The primary tree once moves 0..``index`` are made (each broker's neighbours, sorted)."""
+    links = {broker: set(neighbours) for broker, neighbours in overlay.items()}
+    for spec in specs[: index + 1]:
+        _apply(links, spec.broker, spec.old, spec.new)
+    return {broker: sorted(neighbours) for broker, neighbours in links.items()}
 
 
 def _path_avoiding(links: dict[str, set[str]], a: str, b: str, c: str) -> list[str] | None:
@@ -180,10 +204,26 @@ class DeltaMoves:
 
     def __init__(self, name, neighbors, settings=None, overlay=None) -> None:
         super().__init__(name, neighbors, settings, overlay)
+        self.overlay = overlay
         self.move_specs = plan_moves(overlay, self.soft.moves, self.soft.delta)
         self.moves_pending = deque(spec for spec in self.move_specs if spec.broker == name)
         self.moves_done: set[int] = set()
         self.move: _Move | None = None
+        # S1, S2, SH: the moves whose zone this broker is in, as it takes part in them
+        self.zone_moves = [spec for spec in self.move_specs if name in spec.zone]
+        self.fallback: set[int] = set()  # moves it forwards on the primary tree for
+        self.ready_due: list[int] = []  # moves whose coordinator waits for its ready
+        self.ready_from: dict[int, set[str]] = {}  # at A: the zone brokers ready for its move
+        self.quiet_from: dict[int, set[str]] = {}  # at a region broker
+        self.over_from: dict[int, set[str]] = {}
+        self.finished: set[int] = set()  # moves over in the whole region
+        if self.anchored:
+            self._tree_paths(overlay)
+
+    @property
+    def anchored(self) -> bool:
+        """Strategies S1, S2, SH: subscriptions carry anchors, copies skip brokers."""
+        return self.soft.strategy != "S0"
 
     # ------------------------------------------------------------------ dispatch
 
@@ -200,8 +240,9 @@ class DeltaMoves:
 
     def _publication(self, msg: Message, sender, move: _Move, ctx) -> None:
         from_region = sender in move.neighbours
+        over_soft_link = sender is not None and not from_region and sender not in self.hop_index
         on_new_tree = (msg.header("tree") == move.spec.index or sender in move.ended_from
-                       or (move.switched and not from_region))
+                       or (move.switched and not from_region and not over_soft_link))
         if on_new_tree:
             super().handle(msg.with_headers(tree=move.spec.index), sender, ctx)
         elif move.snapshot is not None:
@@ -213,10 +254,8 @@ class DeltaMoves:
         super().tick(ctx)
         if self.moves_pending and ctx.now >= self.moves_pending[0].at_us:
             spec = self.moves_pending[0]
-            if self._may_lock(spec):
-                self.move = _taking_part(spec, self.name)
-                ctx.event("delta_move_started", move=spec.index, old=spec.old, new=spec.new, path=list(spec.path))
-                ctx.send(self.move.right, self._message("dmove_lock", spec))
+            if (not self.anchored or self._zone_ready(spec, ctx)) and self._may_lock(spec):
+                self._lock(spec, ctx)
 
     def awaits_tick(self) -> bool:
         return bool(self.moves_pending) or super().awaits_tick()
@@ -226,6 +265,11 @@ class DeltaMoves:
         return Message(kind, f"move{spec.index}", spec.index, headers=tuple(sorted(headers.items())))
 
     # ------------------------------------------------------------------ init
+
+    def _lock(self, spec: MoveSpec, ctx) -> None:
+        self.move = _taking_part(spec, self.name)
+        ctx.event("delta_move_started", move=spec.index, old=spec.old, new=spec.new, path=list(spec.path))
+        ctx.send(self.move.right, self._message("dmove_lock", spec))
 
     def _may_lock(self, spec: MoveSpec) -> bool:
         earlier = (s.index for s in self.move_specs[: spec.index] if self.name in s.region)
@@ -295,8 +339,12 @@ class DeltaMoves:
 
     def _snapshot(self):
         move, self.move = self.move, None
+        # work is charged to this broker; the rest is replaced, never changed in place
+        shared = [self.work, self.overlay, self.move_specs, self.zone_moves, self.view]
+        if self.anchored:
+            shared += [self._first_hop, self._anchor_of]
         try:
-            return copy.deepcopy(self, {id(self.work): self.work})  # work is charged to this broker
+            return copy.deepcopy(self, {id(item): item for item in shared})
         finally:
             self.move = move
 
@@ -369,7 +417,7 @@ class DeltaMoves:
     def _drain(self, ctx) -> None:
         """Mark an old link drained once nothing more routed on the old tree can follow."""
         move = self.move
-        if not move.switched:
+        if not move.switched or not self._zone_quiet(move.spec):
             return
         for side, other in ((move.left, move.right), (move.right, move.left)):
             if side is not None and side not in move.drains_sent and (other is None or other in move.drained_from):
@@ -394,8 +442,140 @@ class DeltaMoves:
         if move.left is None:
             self.moves_pending.popleft()
             ctx.event("delta_move_done", move=move.spec.index, old=move.spec.old, new=move.spec.new)
+        if self.anchored:
+            self._region_over(move.spec, ctx)
         self._handle_held_back(move, ctx)
 
     def _handle_held_back(self, move: _Move, ctx) -> None:
         for msg, sender in move.held_back:
             self.handle(msg, sender, ctx)
+
+    # ------------------------------------------------------------------ the zone (S1, S2, SH)
+
+    def _zone_ready(self, spec: MoveSpec, ctx) -> bool:
+        """Whether every broker of the move's zone forwards on the primary tree, and is done
+        with the earlier moves whose zone it is in; the first call asks them."""
+        if spec.index not in self.ready_from:
+            self.ready_from[spec.index] = set()
+            for broker in spec.zone:
+                if broker != self.name:
+                    ctx.send(broker, self._message("dmove_zone", spec))
+            self._enter_zone(spec, ctx)
+        return self.ready_from[spec.index] >= set(spec.zone)
+
+    def on_dmove_zone(self, msg: Message, sender, ctx) -> None:
+        self._enter_zone(self.move_specs[msg.gen], ctx)
+
+    def _enter_zone(self, spec: MoveSpec, ctx) -> None:
+        """Forward on the primary tree from now until the move is over, and tell the region's
+        brokers that no copy skipping to them from here follows (``dmove_quiet``)."""
+        self.fallback.add(spec.index)
+        for broker in spec.region:
+            if broker != self.name:
+                ctx.send(broker, self._message("dmove_quiet", spec))
+        self.ready_due.append(spec.index)
+        self._send_readies(ctx)
+
+    def _send_readies(self, ctx) -> None:
+        """Say ready for each move asked about once every earlier move whose zone this broker
+        is in is over: the moves near a broker change its tree in the scenario's order."""
+        for index in list(self.ready_due):
+            if all(spec.index in self.finished for spec in self.zone_moves if spec.index < index):
+                self.ready_due.remove(index)
+                spec = self.move_specs[index]
+                if spec.broker == self.name:
+                    self._ready(spec, self.name, ctx)
+                else:
+                    ctx.send(spec.broker, self._message("dmove_ready", spec))
+
+    def on_dmove_ready(self, msg: Message, sender, ctx) -> None:
+        self._ready(self.move_specs[msg.gen], sender, ctx)
+
+    def _ready(self, spec: MoveSpec, broker: str, ctx) -> None:
+        self.ready_from[spec.index].add(broker)
+        if self.ready_from[spec.index] >= set(spec.zone) and self._may_lock(spec):
+            self._lock(spec, ctx)
+
+    def on_dmove_quiet(self, msg: Message, sender, ctx) -> None:
+        self.quiet_from.setdefault(msg.gen, set()).add(sender)
+        if self.move is not None and self.move.spec.index == msg.gen:
+            self._drain(ctx)
+
+    def _zone_quiet(self, spec: MoveSpec) -> bool:
+        """No copy the zone sent on the old tree over a soft link can still come (the snapshot
+        would pass it on: drain markers wait for this)."""
+        return not self.anchored or self.quiet_from.get(spec.index, set()) >= set(spec.zone) - {self.name}
+
+    def _region_over(self, spec: MoveSpec, ctx) -> None:
+        """This region broker is on the new tree: its view follows now (brokers done with the
+        move may send it copies on the new tree), and the zone hears (``dmove_over``)."""
+        self._adopt(spec, ctx)
+        for broker in spec.zone:
+            if broker != self.name:
+                ctx.send(broker, self._message("dmove_over", spec))
+        self._over(spec, self.name, ctx)
+
+    def on_dmove_over(self, msg: Message, sender, ctx) -> None:
+        self._over(self.move_specs[msg.gen], sender, ctx)
+
+    def _over(self, spec: MoveSpec, broker: str, ctx) -> None:
+        """Once every region broker is on the new tree, copies may skip on it again."""
+        over = self.over_from.setdefault(spec.index, set())
+        over.add(broker)
+        if over >= set(spec.region):
+            del self.over_from[spec.index]
+            self.quiet_from.pop(spec.index, None)
+            self.finished.add(spec.index)
+            self.fallback.discard(spec.index)
+            if self.name not in spec.region:
+                self._adopt(spec, ctx)
+            self._send_readies(ctx)
+
+    def _adopt(self, spec: MoveSpec, ctx) -> None:
+        """The tree once ``spec`` is made: the earlier moves near this broker are over (the
+        ready rule), and those farther off change nothing within ``delta`` of it."""
+        tree = tree_after(self.overlay, self.move_specs, spec.index)
+        self._tree_paths(tree)
+        self.adopt_tree(tree, ctx)
+
+    def _tree_paths(self, tree: dict[str, list[str]]) -> None:
+        """Per broker, the neighbour toward it and the anchor of a subscription from there
+        (the broker ``delta`` hops along the path to it, or itself if nearer)."""
+        delta, depth = self.soft.delta, {self.name: 0}
+        first_hop, anchor_of, frontier = {}, {self.name: self.name}, [self.name]
+        while frontier:
+            reached = []
+            for node in frontier:
+                for neighbour in tree[node]:
+                    if neighbour not in depth:
+                        depth[neighbour] = depth[node] + 1
+                        first_hop[neighbour] = neighbour if node == self.name else first_hop[node]
+                        anchor_of[neighbour] = neighbour if depth[neighbour] <= delta else anchor_of[node]
+                        reached.append(neighbour)
+            frontier = reached
+        self._first_hop, self._anchor_of = first_hop, anchor_of
+
+    # hooks of the soft-link stack, on the tree as this broker knows it
+
+    def primary_only(self) -> bool:
+        return super().primary_only() or bool(self.fallback)
+
+    def sender_direction(self, sender) -> int:
+        if not self.anchored or sender is None or sender in self.hop_index:
+            return super().sender_direction(sender)
+        return self.hop_index[self._first_hop[sender]]
+
+    def anchor(self, route: Route) -> str:
+        """Derived from the subscriber's broker (header ``home``) on this broker's tree: the
+        anchors the rewriting rule gives, and they follow the tree when it moves."""
+        if not self.anchored:
+            return super().anchor(route)
+        return self._anchor_of[self._home(route)]
+
+    def _home(self, route: Route) -> str:
+        return self.name if route.last_hop is None else route.msg.header("home")
+
+    def send_subscription(self, route: Route, hop: str, ctx, **kwargs) -> None:
+        if self.anchored:
+            route = Route(route.msg.with_headers(home=self._home(route)), route.last_hop, route.slot)
+        super().send_subscription(route, hop, ctx, **kwargs)

@@ -99,9 +99,6 @@ class SoftLinkSettings:
             raise ValueError(f"high_utilisation: expected a fraction in (0, 1], got {share!r}")
         values["links"] = _parse_links(values.get("links") or {})
         values["moves"] = _parse_moves(values.get("moves") or [], parse_duration)
-        if values["moves"] and values["strategy"] != "S0":
-            raise ValueError("moves: Delta-moves run under strategy S0 only so far (the Delta-views and anchors "
-                             "near a moved link are not derived again for S1, S2 or SH)")
         return cls(**values)
 
     def check_links(self, overlay: dict[str, list[str]]) -> None:
@@ -247,9 +244,10 @@ class SoftLinks:
         super().on_sub(msg, sender, ctx)
         route = self.subs.get(msg.key)
         if route is not None and route.msg is msg and self.soft.strategy != "S0":
-            self.prt.columns["anchor"][route.slot] = self.view.id[self._anchor(route)]
+            self.prt.columns["anchor"][route.slot] = self.view.id[self.anchor(route)]
 
-    def _anchor(self, route: Route) -> str:
+    def anchor(self, route: Route) -> str:
+        """The anchor this broker records for a subscription (the one it arrived with)."""
         if route.last_hop is None:
             return self.name
         return route.msg.header("anchor", route.last_hop)
@@ -260,7 +258,7 @@ class SoftLinks:
         the way to it (one hop nearer here). Anchors lie on the subscription's side, so the
         anchor sent is the same toward every neighbour."""
         view = self.view
-        anchor = view.id[self._anchor(route)]
+        anchor = view.id[self.anchor(route)]
         if view.depth[anchor] + 1 > self.soft.delta:
             anchor = view.parent[anchor]
         return view.nodes[anchor]
@@ -297,7 +295,7 @@ class SoftLinks:
         super().on_pub(msg, sender, ctx)
 
     def publication_next_hops(self, msg: Message, match, sender) -> list[str]:
-        if self.soft.strategy == "S0" or not match.groups:
+        if self.primary_only() or not match.groups:
             return super().publication_next_hops(msg, match, sender)
         slots = match.slots
         last_hops = self.prt.last_hops(slots)
@@ -309,7 +307,13 @@ class SoftLinks:
         nodes = self.view.nodes
         return [nodes[t] for t in sorted(targets)]
 
+    def primary_only(self) -> bool:
+        """Forward publications on the primary tree only (strategy S0), and change no links."""
+        return self.soft.strategy == "S0"
+
     def strategy_now(self) -> str:
+        if self.primary_only():
+            return "S0"
         strategy = self.soft.strategy
         if strategy == "SH":
             return "S1" if self.uplink_utilisation >= self.soft.high_utilisation else "S2"
@@ -344,7 +348,7 @@ class SoftLinks:
     def tick(self, ctx) -> None:
         super().tick(ctx)
         self.uplink_utilisation = getattr(ctx, "uplink_utilisation", 0.0)
-        if self.soft.adaptive and self.soft.strategy != "S0" and ctx.now >= self._next_round:
+        if self.soft.adaptive and not self.primary_only() and ctx.now >= self._next_round:
             self._next_round = ctx.now + self.soft.round_us
             self._adapt(ctx)
 
@@ -391,7 +395,40 @@ class SoftLinks:
             key=lambda n: (-gains[view.id[n]], n)))
         self._update_held()
 
+    def adopt_tree(self, overlay: dict[str, list[str]], ctx) -> None:
+        """The primary tree changed near this broker (a Delta-move): its view follows, links
+        that left the view or became primary close, and anchors are recorded again."""
+        old, view = self.view, DeltaView(self.name, overlay, self.soft.delta)
+        self.view = view
+        self._sent_toward = deque((bucket, _reindexed(sent, old, view)) for bucket, sent in self._sent_toward)
+        gains = self.link_gains(self._now)
+
+        def holdable(peer: str) -> bool:
+            return peer in view.id and view.depth[view.id[peer]] >= 2
+
+        room = max(self.soft.fanout - len(self.neighbors), 0)
+        ranked = sorted(filter(holdable, self.soft_links), key=lambda n: (-gains.get(view.id[n], 0), n))
+        for peer in sorted(set(self.soft_links) - set(ranked[:room])):
+            ctx.send(peer, Message("soft_close", f"{self.name}>{peer}"))
+            ctx.event("soft_link_closed", peer=peer, gain=gains.get(view.id.get(peer, -1), 0), reason="tree moved")
+        self.soft_links = sorted(ranked[:room])
+        self.candidate_links = [peer for peer in self.candidate_links if holdable(peer)]
+        anchors = self.prt.columns["anchor"]
+        for route in self.subs.values():
+            anchors[route.slot] = view.id[self.anchor(route)]
+        self._update_held()
+
     def on_soft_open(self, msg: Message, sender, ctx) -> None:
         """A broker opened a soft link to this one: nothing to set up, copies may come."""
 
     on_soft_close = on_soft_open
+
+
+def _reindexed(counts: np.ndarray, old: DeltaView, new: DeltaView) -> np.ndarray:
+    """Per-view-id counts moved from ``old``'s ids to ``new``'s (brokers that left are dropped)."""
+    moved = np.zeros(len(new.nodes), counts.dtype)
+    for node in np.flatnonzero(counts).tolist():
+        name = old.nodes[node]
+        if name in new.id:
+            moved[new.id[name]] = counts[node]
+    return moved

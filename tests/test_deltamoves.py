@@ -12,7 +12,7 @@ import topologies
 from actors.results import read_table
 from experiments.cli import main
 from protocols.deltamoves import _path_avoiding, plan_moves
-from protocols.softlinks import SoftLinkSettings
+from protocols.softlinks import DeltaView, SoftLinkSettings
 from workloads.generators import random_mix
 from workloads.trace import compile_trace
 
@@ -35,9 +35,21 @@ def random_moves(graph, rng: random.Random, count: int, delta: int = 4) -> list[
     return moves
 
 
-def protocol(covering: str, moves=()) -> dict:
-    soft = SoftLinkSettings(strategy="S0", adaptive=False, moves=tuple(moves))
+def protocol(covering: str, moves=(), strategy: str = "S0", links=None) -> dict:
+    soft = SoftLinkSettings(strategy=strategy, adaptive=False, moves=tuple(moves), links=links or {})
     return {"covering": covering, "soft_links": dataclasses.asdict(soft)}
+
+
+def random_links(graph, rng: random.Random, delta: int = 4) -> dict:
+    """Up to two soft links at random for about half the brokers."""
+    overlay = topologies.neighbours(graph)
+    links = {}
+    for broker in sorted(graph):
+        view = DeltaView(broker, overlay, delta)
+        far = [n for n in view.nodes if view.depth[view.id[n]] >= 2]
+        if far and rng.random() < 0.5:
+            links[broker] = {"soft": sorted(rng.sample(far, min(len(far), rng.randint(1, 2)))), "candidate": []}
+    return links
 
 
 def moved_tree(graph, moves) -> nx.Graph:
@@ -111,24 +123,65 @@ def test_deliveries_equal_the_oracle_with_moves_between_operations(covering, see
     assert [e["move"] for e in done] == [0, 1, 2]
 
 
+def anchors_by_key(broker) -> dict:
+    view, column = broker.view, broker.prt.columns["anchor"]
+    return {key: view.nodes[column[route.slot]] for key, route in broker.subs.items()}
+
+
+@pytest.mark.parametrize("strategy", ["S1", "S2", "SH"])
+@pytest.mark.parametrize("seed", range(4))
+def test_anchored_moves_leave_the_views_and_anchors_of_the_new_tree(strategy, seed):
+    """Under S1/S2/SH the brokers near a moved link take the new tree's Delta-view and anchors
+    (those the rewriting rule gives on that tree), drop the soft links it leaves out of reach
+    or makes primary, and forward on it again; deliveries stay exact."""
+    rng = random.Random(f"anchored{seed}")
+    graph = topologies.random_tree(rng.randint(14, 30), seed)
+    moves = random_moves(graph, rng, 3)
+    links = random_links(graph, rng)
+    records = random_mix(sorted(graph), seed=seed, operations=400, moves=False)
+    moved = run_with_moves(Pump(graph, protocol("none", moves, strategy, links)), records, moves, [0.25, 0.5, 0.75])
+    assert len(moved.deliveries) == len(set(moved.deliveries))
+    assert set(moved.deliveries) == expected_deliveries(records)
+    final = moved_tree(graph, moves)
+    rebuilt = Pump(final, protocol("none", strategy=strategy)).run(records)
+    overlay = topologies.neighbours(final)
+    for name in sorted(graph):
+        broker, view = moved.brokers[name], DeltaView(name, overlay, 4)
+        assert not broker.fallback and broker.finished == {m.index for m in broker.zone_moves}, name
+        assert (broker.view.nodes, broker.view.parent) == (view.nodes, view.parent), name
+        assert anchors_by_key(broker) == anchors_by_key(rebuilt.brokers[name]), name
+        assert all(view.depth[view.id[peer]] >= 2 for peer in broker.soft_links), name
+    assert any(kind == "soft_link_closed" for kind, _ in moved.events) or not links
+
+
 class InterleavingPump(Pump):
     """Delivers messages in a random order that keeps every link, and every broker's client
-    stream, first in first out: the interleavings real links allow, picked at random."""
+    stream, first in first out: the interleavings real links allow, picked at random. With
+    ``slow`` > 0 that share of the links is picked a hundred times less often (long delays)."""
 
-    def __init__(self, graph, protocol: dict, seed: int) -> None:
+    def __init__(self, graph, protocol: dict, seed: int, slow: float = 0.0, hold=None) -> None:
         super().__init__(graph, protocol)
         self.rng = random.Random(seed)
+        self.slow = slow
+        self.hold = hold  # (pump, link, first message) -> whether the link waits (while others can go)
         self.links: dict[tuple[str, str], deque] = {}
+        self.weights: dict[tuple[str, str], float] = {}
 
     def _drain(self) -> None:
         while True:
             while self.queue:
                 destination, sender, message = self.queue.popleft()
-                self.links.setdefault((sender or "", destination), deque()).append((sender, message))
+                link = (sender or "", destination)
+                if link not in self.links:
+                    self.links[link] = deque()
+                    self.weights[link] = 0.01 if self.slow and self.rng.random() < self.slow else 1.0
+                self.links[link].append((sender, message))
             ready = sorted(link for link, waiting in self.links.items() if waiting)
             if not ready:
                 return
-            link = self.rng.choice(ready)
+            if self.hold is not None:
+                ready = [link for link in ready if not self.hold(self, link, self.links[link][0][1])] or ready
+            link = self.rng.choices(ready, [self.weights[link] for link in ready])[0] if self.slow else self.rng.choice(ready)
             sender, message = self.links[link].popleft()
             self._current = link[1]
             self.handle(link[1], sender, message)
@@ -159,15 +212,20 @@ def racing_trace(brokers: list[str], rng: random.Random) -> tuple[list[dict], in
     return records, race, settled
 
 
-def run_race(pump: InterleavingPump, records: list[dict], race: int, settled: int, start_moves) -> None:
+def run_race(pump: InterleavingPump, records: list[dict], race: int, settled: int, start_moves,
+             handled_first: int = 0) -> None:
     """Inject the trace: each operation before ``race`` to quiescence; those from ``race`` to
-    ``settled`` queued, not delivered; then ``start_moves()``, whose drain delivers the move's
+    ``settled`` queued, not delivered (the first ``handled_first`` of them handled by their
+    brokers, what those send queued); then ``start_moves()``, whose drain delivers the move's
     messages and everything queued in a random order; the rest to quiescence."""
     injections = list(compile_trace([("trace", r) for r in records], pump.brokers))
     for i, injection in enumerate(injections):
         if i == settled:
             start_moves()
-        if race <= i < settled:
+        if race <= i < race + handled_first:
+            pump._current = injection.broker
+            pump.handle(injection.broker, None, injection.message)
+        elif race <= i < settled:
             pump.queue.append((injection.broker, None, injection.message))
         else:
             pump.inject(injection.broker, injection.message)
@@ -217,6 +275,81 @@ def test_three_moves_started_at_once_and_raced_in_any_order_are_exact(covering, 
             pump._drain()
 
     run_race(pump, records, race, settled, start_moves)
+    assert sorted(e["move"] for kind, e in pump.events if kind == "delta_move_done") == [0, 1, 2]
+    assert len(pump.deliveries) == len(set(pump.deliveries))
+    assert set(pump.deliveries) == expected_deliveries(records)
+
+
+def late_old_copies_and_late_news(pump, link, message) -> bool:
+    """Hold, while anything else can go, a publication sent over a soft link from outside a
+    move's region to one of its brokers until that broker is about to end the move (copies
+    sent on the old tree arrive as late as links allow), the news that a move is over to the
+    region's brokers and to every other broker, and every other publication from a client
+    until its broker has heard that the moves near it are over (copies on the new tree reach
+    brokers that have not heard yet)."""
+    sender, broker = link
+    receiver = pump.brokers[broker]
+    if not sender and message.kind == "pub" and int(message.id[1:]) % 2:
+        return not {spec.index for spec in receiver.zone_moves} <= receiver.finished
+    if message.kind == "dmove_over":
+        spec = receiver.move_specs[message.gen]
+        return broker in spec.region or spec.zone.index(broker) % 2 == 1
+    if message.kind != "pub" or not sender or sender in receiver.hop_index:
+        return False
+    for index in receiver.fallback:
+        spec, move = receiver.move_specs[index], receiver.move
+        if broker in spec.region and sender not in spec.region and index not in receiver.moves_done:
+            return not (move is not None and move.spec.index == index and move.end_sent)
+    return False
+
+
+@pytest.mark.parametrize("strategy", ["S1", "S2", "SH"])
+@pytest.mark.parametrize("seed", range(60))
+def test_an_anchored_move_raced_in_any_order_is_exact(strategy, seed):
+    """As the one-move race, under S1/S2/SH with soft links held: copies skip brokers into,
+    across and out of the moving region while it turns."""
+    rng = random.Random(f"anchored-race{seed}")
+    graph = topologies.random_tree(rng.randint(8, 16), seed)
+    moves = random_moves(graph, rng, 1, delta=3)
+    links = random_links(graph, rng, delta=3)
+    records, race, settled = racing_trace(sorted(graph), rng)
+    settings = protocol("none", moves, strategy, links)
+    settings["soft_links"]["delta"] = 3
+    pump = InterleavingPump(graph, settings, seed, slow=0.3, hold=late_old_copies_and_late_news)
+
+    def start_move() -> None:
+        pump.now = moves[0]["at_us"]
+        pump.tick(moves[0]["broker"])
+
+    run_race(pump, records, race, settled, start_move, handled_first=30)
+    assert [e["move"] for kind, e in pump.events if kind == "delta_move_done"] == [0]
+    assert len(pump.deliveries) == len(set(pump.deliveries))
+    assert set(pump.deliveries) == expected_deliveries(records)
+    assert not any(broker.fallback for broker in pump.brokers.values())
+
+
+@pytest.mark.parametrize("strategy", ["S1", "S2", "SH"])
+@pytest.mark.parametrize("seed", range(20))
+def test_three_anchored_moves_raced_in_any_order_are_exact(strategy, seed):
+    """Three moves at once under S1/S2/SH: moves whose zones share a broker run in order."""
+    rng = random.Random(f"anchored-race3{seed}")
+    graph = topologies.random_tree(rng.randint(8, 16), seed)
+    moves = random_moves(graph, rng, 3, delta=3)
+    links = random_links(graph, rng, delta=3)
+    records, race, settled = racing_trace(sorted(graph), rng)
+    settings = protocol("none", moves, strategy, links)
+    settings["soft_links"]["delta"] = 3
+    pump = InterleavingPump(graph, settings, seed, slow=0.3, hold=late_old_copies_and_late_news)
+
+    def start_moves() -> None:
+        pump.now = moves[-1]["at_us"]
+        for _ in range(30):
+            for move in moves:
+                pump._current = move["broker"]
+                pump.brokers[move["broker"]].tick(pump)
+            pump._drain()
+
+    run_race(pump, records, race, settled, start_moves, handled_first=30)
     assert sorted(e["move"] for kind, e in pump.events if kind == "delta_move_done") == [0, 1, 2]
     assert len(pump.deliveries) == len(set(pump.deliveries))
     assert set(pump.deliveries) == expected_deliveries(records)

@@ -102,9 +102,10 @@ CASES = [
     ("too many soft links", scenario(topology={"generator": {"name": "line", "n": 6}},
                                      protocol={"soft_links": {"fanout": 2, "links": {"B0": {"soft": ["B2", "B3"]}}}}),
      None, {}, "protocol.soft_links.links.B0.soft: B0 has 1 primary links, so at most 1 soft links fit in fanout=2"),
-    ("move with S1", scenario(topology={"generator": {"name": "line", "n": 5}}, protocol={"soft_links": {
-        "strategy": "S1", "moves": [{"at": "1s", "broker": "B0", "from": "B1", "to": "B3"}]}}), None, {},
-     "protocol.soft_links.moves: Delta-moves run under strategy S0 only so far"),
+    ("move with S1 and covering", scenario(topology={"generator": {"name": "line", "n": 5}}, protocol={
+        "covering": "lazy", "soft_links": {"strategy": "S1", "moves": [{"at": "1s", "broker": "B0", "from": "B1",
+                                                                         "to": "B3"}]}}), None, {},
+     "protocol.soft_links.moves: under strategy S1 not combined with protocol.covering 'lazy'"),
     ("move without a time", scenario(protocol={"soft_links": {
         "strategy": "S0", "moves": [{"broker": "B0", "from": "B1", "to": "B2"}]}}), None, {},
      "protocol.soft_links.moves[0]: expected a mapping with exactly the keys at, broker, from and to"),
