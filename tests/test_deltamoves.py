@@ -303,25 +303,35 @@ def late_old_copies_and_late_news(pump, link, message) -> bool:
     return False
 
 
+def anchored_race(name: str, seed: int, strategy: str, count: int) -> tuple[InterleavingPump, list[dict]]:
+    """``count`` moves started together under ``strategy`` (delta 3, random soft links), raced
+    by the racing trace in an adversarial order (late old copies and late news)."""
+    rng = random.Random(f"{name}{seed}")
+    graph = topologies.random_tree(rng.randint(8, 16), seed)
+    moves = random_moves(graph, rng, count, delta=3)
+    settings = protocol("none", moves, strategy, random_links(graph, rng, delta=3))
+    settings["soft_links"]["delta"] = 3
+    records, race, settled = racing_trace(sorted(graph), rng)
+    pump = InterleavingPump(graph, settings, seed, slow=0.3, hold=late_old_copies_and_late_news)
+
+    def start_moves() -> None:
+        pump.now = moves[-1]["at_us"]
+        for _ in range(30):  # a tick at each moving broker, then everything it sets off
+            for move in moves:
+                pump._current = move["broker"]
+                pump.brokers[move["broker"]].tick(pump)
+            pump._drain()
+
+    run_race(pump, records, race, settled, start_moves, handled_first=30)
+    return pump, records
+
+
 @pytest.mark.parametrize("strategy", ["S1", "S2", "SH"])
 @pytest.mark.parametrize("seed", range(60))
 def test_an_anchored_move_raced_in_any_order_is_exact(strategy, seed):
     """As the one-move race, under S1/S2/SH with soft links held: copies skip brokers into,
     across and out of the moving region while it turns."""
-    rng = random.Random(f"anchored-race{seed}")
-    graph = topologies.random_tree(rng.randint(8, 16), seed)
-    moves = random_moves(graph, rng, 1, delta=3)
-    links = random_links(graph, rng, delta=3)
-    records, race, settled = racing_trace(sorted(graph), rng)
-    settings = protocol("none", moves, strategy, links)
-    settings["soft_links"]["delta"] = 3
-    pump = InterleavingPump(graph, settings, seed, slow=0.3, hold=late_old_copies_and_late_news)
-
-    def start_move() -> None:
-        pump.now = moves[0]["at_us"]
-        pump.tick(moves[0]["broker"])
-
-    run_race(pump, records, race, settled, start_move, handled_first=30)
+    pump, records = anchored_race("anchored-race", seed, strategy, 1)
     assert [e["move"] for kind, e in pump.events if kind == "delta_move_done"] == [0]
     assert len(pump.deliveries) == len(set(pump.deliveries))
     assert set(pump.deliveries) == expected_deliveries(records)
@@ -332,24 +342,7 @@ def test_an_anchored_move_raced_in_any_order_is_exact(strategy, seed):
 @pytest.mark.parametrize("seed", range(20))
 def test_three_anchored_moves_raced_in_any_order_are_exact(strategy, seed):
     """Three moves at once under S1/S2/SH: moves whose zones share a broker run in order."""
-    rng = random.Random(f"anchored-race3{seed}")
-    graph = topologies.random_tree(rng.randint(8, 16), seed)
-    moves = random_moves(graph, rng, 3, delta=3)
-    links = random_links(graph, rng, delta=3)
-    records, race, settled = racing_trace(sorted(graph), rng)
-    settings = protocol("none", moves, strategy, links)
-    settings["soft_links"]["delta"] = 3
-    pump = InterleavingPump(graph, settings, seed, slow=0.3, hold=late_old_copies_and_late_news)
-
-    def start_moves() -> None:
-        pump.now = moves[-1]["at_us"]
-        for _ in range(30):
-            for move in moves:
-                pump._current = move["broker"]
-                pump.brokers[move["broker"]].tick(pump)
-            pump._drain()
-
-    run_race(pump, records, race, settled, start_moves, handled_first=30)
+    pump, records = anchored_race("anchored-race3", seed, strategy, 3)
     assert sorted(e["move"] for kind, e in pump.events if kind == "delta_move_done") == [0, 1, 2]
     assert len(pump.deliveries) == len(set(pump.deliveries))
     assert set(pump.deliveries) == expected_deliveries(records)
