@@ -425,17 +425,23 @@ def move_times(events, kind: str) -> dict[int, int]:
     return {json.loads(detail)["move"]: t for detail, t in zip(rows.detail, rows.t_us)}
 
 
+def exact_with_four_moves(rows: dict, records: list[dict]) -> tuple:
+    """Asserts the run delivered exactly the oracle's pairs and made its four moves; its
+    events and messages."""
+    pairs = list(zip(rows["deliveries"].pub_id, rows["deliveries"].sub_id))
+    assert len(pairs) == len(set(pairs)), "a publication delivered twice to one subscription"
+    assert set(pairs) == expected_deliveries(records)
+    events = rows["events"]
+    assert sorted(json.loads(d)["move"] for d in events[events.kind == "delta_move_done"].detail) == [0, 1, 2, 3]
+    return events, rows["messages"]
+
+
 @pytest.mark.parametrize("covering", ["none", "lazy", "active"])
 @pytest.mark.parametrize("seed", [1, 3])
 def test_moves_under_load_lose_and_duplicate_nothing(write_scenario, tmp_path, covering, seed):
     # two moves close together (they may share brokers: the later waits), two later on
     scenario, records, moves = scenario_with_moves(seed, covering, ["1.5s", "1.6s", "2.5s", "3.5s"])
-    rows = run_scenario(write_scenario, tmp_path, scenario, records)
-    pairs = list(zip(rows["deliveries"].pub_id, rows["deliveries"].sub_id))
-    assert len(pairs) == len(set(pairs)), "a publication delivered twice to one subscription"
-    assert set(pairs) == expected_deliveries(records)
-    events, messages = rows["events"], rows["messages"]
-    assert sorted(json.loads(d)["move"] for d in events[events.kind == "delta_move_done"].detail) == [0, 1, 2, 3]
+    events, messages = exact_with_four_moves(run_scenario(write_scenario, tmp_path, scenario, records), records)
     # publications were under way while each move lasted, and later ones took the new links
     started, ended = move_times(events, "delta_move_started"), move_times(events, "delta_move_done")
     pubs = messages[messages.kind == "pub"]
@@ -458,12 +464,7 @@ def test_anchored_moves_under_load_with_adaptive_links_lose_and_duplicate_nothin
         strategy=strategy, adaptive=True, round="500ms", profile_window="400ms", block="1s")
     scenario["topology"]["uplink"] = {"capacity": 2000}
     scenario["duration"] = "12s"  # the uplinks' queues drain
-    rows = run_scenario(write_scenario, tmp_path, scenario, records)
-    pairs = list(zip(rows["deliveries"].pub_id, rows["deliveries"].sub_id))
-    assert len(pairs) == len(set(pairs)), "a publication delivered twice to one subscription"
-    assert set(pairs) == expected_deliveries(records)
-    events, messages = rows["events"], rows["messages"]
-    assert sorted(json.loads(d)["move"] for d in events[events.kind == "delta_move_done"].detail) == [0, 1, 2, 3]
+    events, messages = exact_with_four_moves(run_scenario(write_scenario, tmp_path, scenario, records), records)
     initial, final = topologies.random_tree(BROKERS, 1), moved_tree(topologies.random_tree(BROKERS, 1), moves)
     pubs = messages[(messages.kind == "pub") & messages.sender.notna()]
     ended = max(move_times(events, "delta_move_done").values())
