@@ -210,7 +210,10 @@ class InterleavingPump(Pump):
                 return
             if self.hold is not None:
                 ready = [link for link in ready if not self.hold(self, link, self.links[link][0][1])] or ready
-            link = self.rng.choices(ready, [self.weights[link] for link in ready])[0] if self.slow else self.rng.choice(ready)
+            if self.slow:
+                link = self.rng.choices(ready, [self.weights[link] for link in ready])[0]
+            else:
+                link = self.rng.choice(ready)
             sender, message = self.links[link].popleft()
             self._current = link[1]
             self.handle(link[1], sender, message)
