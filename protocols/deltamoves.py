@@ -46,11 +46,38 @@ Old-tree publications are routed by the snapshots, new-tree ones by the re-deriv
 which is complete at every region broker before the first switch: no publication is lost or
 delivered twice, and the subscriptions in place before the move receive throughout.
 
+Under S1, S2 and SH copies skip brokers, and the brokers near the path decide where on the
+old tree's views and anchors: the move's zone is every broker within ``delta`` hops of the
+region (no other broker's view or anchors change, and none reaches a region broker in one
+skip). Around the phases above:
+0. Before the lock, A asks the zone (``dmove_zone``). A zone broker forwards on the primary
+   tree from then until the move is over, tells each region broker that no copy skipping to
+   it from here follows (``dmove_quiet``, behind any it sent), and says ``dmove_ready`` to A
+   once it is done with every earlier move whose zone it is in: moves near a broker change its
+   tree in the scenario's order. A locks when the whole zone is ready.
+- A copy that reaches a region broker over a soft link during the move was sent on the old
+  tree and goes to the snapshot. A region broker sends no drain marker before the whole zone
+  is quiet, so nothing old reaches it, or passes through its snapshot, after its drains.
+- A region broker that ends takes the new tree's view at once and tells the zone
+  (``dmove_over``); a zone broker that has heard from every region broker takes the new
+  tree's view (its other near moves are over: the ready rule), drops soft and candidate
+  links out of reach, made primary or beyond ``fanout``, and forwards with soft links again.
+- Anchors follow the tree: with moves, a subscription carries its subscriber's broker (header
+  ``home``) and each broker derives the anchor from it on the tree it knows (the broker
+  ``delta`` hops along the path, the anchor the rewriting rule gives), and a broker knows the
+  direction of every broker, not only of those in its view (a broker still on the old view
+  may get a copy from one the new tree brought near).
+Publications are exact throughout (the interleaving races in tests/test_deltamoves.py hold
+back old copies and the news that a move is over as long as links allow).
+
 Deliberate differences from the paper:
 - No duplicate suppression by publication id: the stamp keeps each publication on one tree.
 - A move starts at A's first tick at or after its ``at`` (ticks: the sampling interval).
-- Strategy S0 only so far: after a move, the Delta-views and the anchors of subscriptions near
-  the path would have to be derived again for S1/S2/SH (validation refuses them with moves).
+- Under S1/S2/SH the zone forwards on the primary tree while a move lasts (fewer skips, more
+  hops for a few hundred milliseconds), and moves whose zones share a broker run one after
+  the other; covering (anchored covering scopes) is not combined with those moves.
+- Brokers learn the tree after a move from the scenario's move list, which all of them know
+  (as they know the initial tree: protocols/softlinks.py), not from topology messages.
 - Not combined with client moves or faults (validation refuses them).
 - The region brokers' snapshots double their routing state's memory while a move lasts.
 """

@@ -39,8 +39,9 @@ Deliberate differences:
   are profiled. Candidates are chosen by that gain, not drawn from the far side of the
   busiest links as such.
 - Uplink capacity is in messages per second (no message sizes).
-- Delta-moves (moving a primary link, protocols/deltamoves.py) run under S0 only so far;
-  under S0 subscriptions carry no anchors.
+- Delta-moves (moving a primary link) are protocols/deltamoves.py; under S0 subscriptions
+  carry no anchors, and with moves under S1/S2/SH anchors are derived from the subscriber's
+  broker on the tree the broker knows (the same anchors on a fixed tree).
 """
 from __future__ import annotations
 
