@@ -505,13 +505,15 @@ def test_identical_results_across_host_counts_with_moves(write_scenario, tmp_pat
                                               profile_window="400ms")
     scenario["duration"] = "3.5s"
     records = [r for r in records if r["t"] < 3.0]
+    host_counts = (0, 2) if strategy == "S0" else (0, 2, "all")
     results = {hosts: run_scenario(write_scenario, tmp_path, scenario, records, f"runtime.hosts={hosts}")
-               for hosts in (0, 2)}
+               for hosts in host_counts}
     events = results[0]["events"]
     assert (events.kind == "delta_move_done").sum() == 3
     assert strategy == "S0" or (events.kind == "soft_link_opened").sum() > 0
-    for table, rows in results[0].items():
-        assert sorted_rows(results[2][table]) == sorted_rows(rows), table
+    for hosts in host_counts[1:]:
+        for table, rows in results[0].items():
+            assert sorted_rows(results[hosts][table]) == sorted_rows(rows), (hosts, table)
 
 
 def sorted_rows(frame) -> list[str]:
