@@ -23,20 +23,33 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 US = 1_000_000
-QUANTILE_ACCURACY = 1_000  # rank error 0.1%; exact for groups of fewer values
 
 
 def _delay_s():
     return (F.col("t_deliver_us") - F.col("t_pub_us")) / US
 
 
-def _delay_stats(delay):
-    quantiles = F.percentile_approx(delay, [0.1, 0.5, 0.9], QUANTILE_ACCURACY)
-    return [
-        F.count(F.lit(1)).alias("deliveries"), F.mean(delay).alias("mean_s"),
-        quantiles[0].alias("p10_s"), quantiles[1].alias("p50_s"), quantiles[2].alias("p90_s"),
-        F.max(delay).alias("max_s"),
-    ]
+def _delay_stats(groups: DataFrame, keys: list, means: tuple = ()) -> DataFrame:
+    """Per ``keys``, over delivery groups (``n`` deliveries each, see ``with_derived``): the
+    deliveries, their mean, 10th, 50th and 90th percentile and largest delay (exact: a
+    percentile is the least delay with at least that share of the deliveries at or below
+    it), and per column of ``means`` its mean over the deliveries (``mean_<column>``). Each
+    distinct delay per key is one row, however many deliveries share it."""
+    by_delay = groups.groupBy(*keys, _delay_s().alias("delay_s")).agg(
+        F.sum("n").alias("n"), *[F.sum(F.col("n") * F.col(c)).alias(f"sum_{c}") for c in means])
+    per_key = Window.partitionBy(*keys)
+    upto = per_key.orderBy("delay_s").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ranked = by_delay.withColumn("at_or_below", F.sum("n").over(upto)).withColumn("total", F.sum("n").over(per_key))
+
+    def percentile(tenths: int):
+        reached = F.col("at_or_below") * 10 >= F.col("total") * tenths
+        return F.min(F.when(reached, F.col("delay_s"))).alias(f"p{tenths}0_s")
+
+    return ranked.groupBy(*keys).agg(
+        F.sum("n").alias("deliveries"), (F.sum(F.col("n") * F.col("delay_s")) / F.sum("n")).alias("mean_s"),
+        percentile(1), percentile(5), percentile(9), F.max("delay_s").alias("max_s"),
+        *[(F.sum(f"sum_{c}") / F.sum("n")).alias(f"mean_{c}") for c in means],
+    )
 
 
 def _with_roles(frame: DataFrame, t: dict) -> DataFrame:
@@ -80,7 +93,8 @@ def _bucket(column: str, bucket_us: int):
 
 def delay_over_time(t: dict, bucket_us: int) -> DataFrame:
     """Delivery delay per bucket of delivery time."""
-    return t["deliveries"].groupBy("run", _bucket("t_deliver_us", bucket_us)).agg(*_delay_stats(_delay_s()))
+    groups = t["delivery_groups"].withColumn("t_s", _bucket("t_deliver_us", bucket_us))
+    return _delay_stats(groups, ["run", "t_s"])
 
 
 def delay_distribution(t: dict) -> DataFrame:
@@ -122,16 +136,11 @@ def with_derived(t: dict, bucket_us: int) -> dict:
     return {**t, "publishers": publishers.cache(), "message_counts": counts.cache(), "delivery_groups": groups.cache()}
 
 
-def _each_delivery(groups: DataFrame) -> DataFrame:
-    """``delivery_groups`` with a row per delivery again (``n`` copies of each)."""
-    return groups.withColumn("copy", F.explode(F.array_repeat(F.lit(True), F.col("n").cast("int")))).drop("copy", "n")
-
-
 def delay_by_pair(t: dict) -> DataFrame:
     """Delivery delay per (publisher broker, subscriber broker)."""
-    d = _each_delivery(t["delivery_groups"].join(F.broadcast(t["publishers"]), ["run", "pub_id"], "left"))
-    return (d.groupBy("run", "publisher_broker", F.col("broker").alias("subscriber_broker"))
-            .agg(*_delay_stats(_delay_s())))
+    groups = (t["delivery_groups"].join(F.broadcast(t["publishers"]), ["run", "pub_id"], "left")
+              .withColumnRenamed("broker", "subscriber_broker"))
+    return _delay_stats(groups, ["run", "publisher_broker", "subscriber_broker"])
 
 
 def queue_over_time(t: dict) -> DataFrame:
@@ -418,7 +427,7 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
     ``by_role``, ``moved`` and ``trees``: the results of ``messages_by_broker``,
     ``queue_peaks``, ``forwarding_by_role``, ``relocation`` and ``multitree``)."""
     spark = t["messages"].sparkSession
-    d = t["deliveries"].groupBy("run").agg(*_delay_stats(_delay_s()), F.mean("hops").alias("mean_hops"))
+    d = _delay_stats(t["delivery_groups"], ["run"], means=("hops",))
     publications = t["publishers"].groupBy("run").agg(F.count(F.lit(1)).alias("publications"))
     counts = by_broker.groupBy("run").agg(
         F.sum("processed").alias("messages_processed"),
