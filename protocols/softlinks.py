@@ -245,7 +245,10 @@ class SoftLinks:
         super().on_sub(msg, sender, ctx)
         route = self.subs.get(msg.key)
         if route is not None and route.msg is msg and self.soft.strategy != "S0":
-            self.prt.columns["anchor"][route.slot] = self.view.id[self.anchor(route)]
+            self._record_anchor(route)
+
+    def _record_anchor(self, route: Route) -> None:
+        self.prt.columns["anchor"][route.slot] = self.view.id[self.anchor(route)]
 
     def anchor(self, route: Route) -> str:
         """The anchor this broker records for a subscription (the one it arrived with)."""
@@ -313,8 +316,6 @@ class SoftLinks:
         return self.soft.strategy == "S0"
 
     def strategy_now(self) -> str:
-        if self.primary_only():
-            return "S0"
         strategy = self.soft.strategy
         if strategy == "SH":
             return "S1" if self.uplink_utilisation >= self.soft.high_utilisation else "S2"
@@ -382,11 +383,9 @@ class SoftLinks:
         keep = [n for n in ranked if gains.get(view.id[n], 0) > 0 or n in self.soft_links][:room]
         for peer in sorted(set(self.soft_links) - set(keep)):
             self.blocked_until[peer] = now + self.soft.block_us
-            ctx.send(peer, Message("soft_close", f"{self.name}>{peer}"))
-            ctx.event("soft_link_closed", peer=peer, gain=gains.get(view.id[peer], 0))
+            self._link_changed("close", peer, gains.get(view.id[peer], 0), ctx)
         for peer in sorted(set(keep) - set(self.soft_links)):
-            ctx.send(peer, Message("soft_open", f"{self.name}>{peer}"))
-            ctx.event("soft_link_opened", peer=peer, gain=gains.get(view.id[peer], 0))
+            self._link_changed("open", peer, gains.get(view.id[peer], 0), ctx)
         self.soft_links = sorted(keep)
         self.blocked_until = {n: t for n, t in self.blocked_until.items() if t > now}
         held = set(self.soft_links) | set(self.neighbors) | {self.name}
@@ -410,14 +409,18 @@ class SoftLinks:
         room = max(self.soft.fanout - len(self.neighbors), 0)
         ranked = sorted(filter(holdable, self.soft_links), key=lambda n: (-gains.get(view.id[n], 0), n))
         for peer in sorted(set(self.soft_links) - set(ranked[:room])):
-            ctx.send(peer, Message("soft_close", f"{self.name}>{peer}"))
-            ctx.event("soft_link_closed", peer=peer, gain=gains.get(view.id.get(peer, -1), 0), reason="tree moved")
+            self._link_changed("close", peer, gains.get(view.id.get(peer, -1), 0), ctx, reason="tree moved")
         self.soft_links = sorted(ranked[:room])
         self.candidate_links = [peer for peer in self.candidate_links if holdable(peer)]
-        anchors = self.prt.columns["anchor"]
         for route in self.subs.values():
-            anchors[route.slot] = view.id[self.anchor(route)]
+            self._record_anchor(route)
         self._update_held()
+
+    def _link_changed(self, change: str, peer: str, gain: int, ctx, **detail) -> None:
+        """Tell ``peer`` that a soft link to it opens or closes (``change``), and record it."""
+        ctx.send(peer, Message(f"soft_{change}", f"{self.name}>{peer}"))
+        event = {"open": "soft_link_opened", "close": "soft_link_closed"}[change]
+        ctx.event(event, peer=peer, gain=gain, **detail)
 
     def on_soft_open(self, msg: Message, sender, ctx) -> None:
         """A broker opened a soft link to this one: nothing to set up, copies may come."""

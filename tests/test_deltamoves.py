@@ -263,6 +263,17 @@ def run_race(pump: InterleavingPump, records: list[dict], race: int, settled: in
             pump.inject(injection.broker, injection.message)
 
 
+def tick_moving_brokers(pump: InterleavingPump, moves: list[dict]) -> None:
+    """At the last move's time, 30 rounds of a tick at each moving broker, then everything
+    it sets off (moves that wait for a busy broker try again at a later round)."""
+    pump.now = moves[-1]["at_us"]
+    for _ in range(30):
+        for move in moves:
+            pump._current = move["broker"]
+            pump.brokers[move["broker"]].tick(pump)
+        pump._drain()
+
+
 @pytest.mark.parametrize("covering", ["none", "lazy", "active"])
 @pytest.mark.parametrize("seed", range(100))
 def test_a_move_raced_by_every_kind_of_message_in_any_order_is_exact(covering, seed):
@@ -297,16 +308,7 @@ def test_three_moves_started_at_once_and_raced_in_any_order_are_exact(covering, 
     moves = random_moves(graph, rng, 3)
     records, race, settled = racing_trace(sorted(graph), rng)
     pump = InterleavingPump(graph, protocol(covering, moves), seed)
-
-    def start_moves() -> None:
-        pump.now = moves[-1]["at_us"]
-        for _ in range(30):  # a tick at each moving broker, then everything it sets off
-            for move in moves:
-                pump._current = move["broker"]
-                pump.brokers[move["broker"]].tick(pump)
-            pump._drain()
-
-    run_race(pump, records, race, settled, start_moves)
+    run_race(pump, records, race, settled, lambda: tick_moving_brokers(pump, moves))
     assert sorted(e["move"] for kind, e in pump.events if kind == "delta_move_done") == [0, 1, 2]
     assert len(pump.deliveries) == len(set(pump.deliveries))
     assert set(pump.deliveries) == expected_deliveries(records)
@@ -345,16 +347,7 @@ def anchored_race(name: str, seed: int, strategy: str, count: int) -> tuple[Inte
     settings["soft_links"]["delta"] = 3
     records, race, settled = racing_trace(sorted(graph), rng)
     pump = InterleavingPump(graph, settings, seed, slow=0.3, hold=late_old_copies_and_late_news)
-
-    def start_moves() -> None:
-        pump.now = moves[-1]["at_us"]
-        for _ in range(30):  # a tick at each moving broker, then everything it sets off
-            for move in moves:
-                pump._current = move["broker"]
-                pump.brokers[move["broker"]].tick(pump)
-            pump._drain()
-
-    run_race(pump, records, race, settled, start_moves, handled_first=30)
+    run_race(pump, records, race, settled, lambda: tick_moving_brokers(pump, moves), handled_first=30)
     return pump, records
 
 
