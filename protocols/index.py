@@ -30,6 +30,7 @@ covered. Answers name entries' slots only.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, fields
 from typing import Callable, Hashable, NamedTuple
 
@@ -354,24 +355,31 @@ class _Attribute:
     def places(self) -> list[_Place]:
         return [self.interval, *self.buckets.values()]
 
-    def probed(self, test: int, query) -> tuple[list[_Place], int]:
-        """The non-empty places a probe with the Constraint ``query`` must scan, and their
-        cells: the interval cells, plus the buckets whose value can pass (a publication's
-        point probes: ``FilterIndex._plan_match``)."""
+    def probed(self, test: int, query) -> tuple[list[_Place], int, bool]:
+        """The non-empty places a probe with the Constraint ``query`` must scan, their cells,
+        and whether the query's equality value is one nearly every entry shares (its bucket
+        holds half of the attribute's cells or more): the interval cells, plus the buckets
+        whose value can pass (a publication's point probes: ``FilterIndex._plan_match``)."""
         interval = self.interval
         cells = interval.size
         places = [interval] if cells else []
         buckets = self.buckets
+        shared = False
         if buckets:
-            if test == kernels.CONTAINS or query.point is not None:  # only the point's bucket
-                passing = (None if query.point is None else buckets.get(query.point),)
+            point = query.point
+            if point is not None or test == kernels.CONTAINS:  # only the point's bucket
+                bucket = None if point is None else buckets.get(point)
+                if bucket is not None and bucket.size:
+                    places.append(bucket)
+                    cells += bucket.size
+                    shared = 2 * bucket.size >= self.cells
             else:
-                passing = [buckets[value] for value in self._values_within(query)]
-            for place in passing:
-                if place is not None and place.size:
-                    places.append(place)
-                    cells += place.size
-        return places, cells
+                for value in self._values_within(query):
+                    bucket = buckets[value]
+                    if bucket.size:
+                        places.append(bucket)
+                        cells += bucket.size
+        return places, cells, shared
 
     def _values_within(self, c: Constraint) -> list:
         """The bucket values inside ``c``'s interval, in order."""
@@ -391,9 +399,9 @@ class FilterIndex:
     else the one in its smallest interval place, else in its smallest bucket.
     Questions an entry answers only if all its attributes pass (matching, covering,
     intersected-by) probe access cells; questions every attribute of the query must pass
-    (covered-by, intersecting) probe every cell of the query's least common attribute (see
-    ``_query_side_rank``). Either
-    way the candidates are then checked against their rows.
+    (covered-by, intersecting) probe every cell of the query's least common attribute (a
+    value nearly every entry shares counting as the most common, see ``_plan``). Either way
+    the candidates are then checked against their rows.
 
     Queries return keys in slot order, which depends only on the table's history, so results
     are deterministic. ``work`` (possibly shared by several tables) accumulates the counters.
@@ -764,28 +772,33 @@ class FilterIndex:
         attributes = self._attributes
         bounds, probed = [], []  # bounds: (attribute id, lo, hi, bits) per probe, flattened
         cells, unknown = 0, False
+        fewest = fewest_rank = None  # the probe a query-side question's candidates come from
         for attr, type_, query_bounds, probe_residual, query in probes:
             attribute = attributes.get((attr, type_))
             if attribute is None:
                 unknown = True
                 continue
             low, low_open, high, high_open = query_bounds
-            flags = kernels.cell_bits(low_open, high_open, probe_residual)
-            places, size = attribute.probed(test, query)
+            flags = low_open * kernels.LO_OPEN | high_open * kernels.HI_OPEN | probe_residual * kernels.RESIDUAL
+            places, size, shared = attribute.probed(test, query)
             cells += size
-            probed.append((size, places, low, high, flags, attribute, query))
+            probe = (size, places, low, high, flags)
+            probed.append(probe)
             bounds += (attribute.id, low, high, flags)
+            # the attribute with the fewest cells, but a value nearly every entry shares
+            # (which they all pass) after any range
+            if fewest is None or (shared, size) < fewest_rank:
+                fewest, fewest_rank = probe, (shared, size)
         self._count(family, cells)
         segments = []  # (start, size, lo, hi, bits, sorted, block0) per probed column, flattened
         if target is None:
-            for _, places, low, high, flags, _, _ in probed:
+            for _, places, low, high, flags in probed:
                 for place in places:
                     if place.access.size:
                         segments += self._segment(place.access, low, high, flags)
         elif probed and not unknown:
-            fewest = min(probed, key=_query_side_rank)
             counting = cells < self._verify_cost(fewest[0], len(probed))
-            for _, places, low, high, flags, _, _ in probed if counting else (fewest,):
+            for _, places, low, high, flags in probed if counting else (fewest,):
                 for place in places:
                     for column in (place.access, place.others):
                         if column.size:
@@ -830,7 +843,7 @@ class FilterIndex:
         average width (by bisection where that reads fewer)."""
         rows = self._rows
         width = (rows.used - rows.garbage) / max(1, self._slots - len(self._free))
-        return candidates * min(width, query_attributes * np.log2(2 + width))
+        return candidates * min(width, query_attributes * math.log2(2 + width))
 
     def _count(self, family: str, cells: int) -> None:
         work = self.work
@@ -999,15 +1012,6 @@ class Match(NamedTuple):
     slots: np.ndarray
     groups: list[int]
     local: np.ndarray
-
-
-def _query_side_rank(probe: tuple) -> tuple:
-    """Which attribute a question every query attribute must pass probes: the one with the
-    fewest cells, but a bucket holding half of its attribute's cells (a value nearly every
-    entry shares, which they all pass) after any range."""
-    size, _, _, _, _, attribute, query = probe
-    bucket = attribute.buckets.get(query.point) if query.point is not None else None
-    return (bucket is not None and 2 * bucket.size >= attribute.cells, size)
 
 
 # The re-checks below finish what the kernel started: it found the intervals passing, so only
