@@ -779,7 +779,7 @@ class FilterIndex:
                 unknown = True
                 continue
             low, low_open, high, high_open = query_bounds
-            flags = low_open * kernels.LO_OPEN | high_open * kernels.HI_OPEN | probe_residual * kernels.RESIDUAL
+            flags = kernels.cell_bits(low_open, high_open, probe_residual)
             places, size, shared = attribute.probed(test, query)
             cells += size
             probe = (size, places, low, high, flags)
