@@ -197,6 +197,10 @@ def _check_attr(attr: str) -> None:
 def parse_filter(text: str) -> Filter:
     """Parse an advertisement or subscription ``[attr,op,value],...``, or a disjunction of
     them joined by ``||``."""
+    if "||" not in text:
+        plain = _plain_conjunction(text)
+        if plain is not None:
+            return plain
     spans = _split_disjuncts(text)
     if len(spans) == 1:
         return _parse_conjunction(text, "filter")
@@ -260,19 +264,48 @@ def _check_types_agree(predicates: list[Predicate], what: str) -> None:
             )
 
 
-# a publication of plain terms, no spaces: names, quoted strings without brackets or commas,
-# numbers of up to 15 digits before and after the point (finite, exact as the careful parser
-# reads them); anything else takes the careful path, which also names what is wrong
-_PLAIN_TERM = r"\[([^\[\]',\s]+),('[^'\[\],]*'|[+-]?\d{1,15}(?:\.\d{1,15})?)\]"
+# Plain text, no spaces: names, quoted strings without brackets or commas, numbers of up to 15
+# digits before and after the point (finite, exact as the careful parser reads them). Plain
+# publications and conjunctions parse through one compiled expression; anything else takes the
+# careful path, which also names what is wrong. Generated workloads are plain: millions of
+# their operations are parsed when a scenario is built.
+_PLAIN_NAME = r"([^\[\]',\s]+)"
+_PLAIN_VALUE = r"('[^'\[\],]*'|[+-]?\d{1,15}(?:\.\d{1,15})?)"
+_PLAIN_OPERATOR = "(" + "|".join(re.escape(op) for op in sorted(OPERATORS, key=len, reverse=True)) + ")"
+_PLAIN_TERM = rf"\[{_PLAIN_NAME},{_PLAIN_VALUE}\]"
 _PLAIN_PUBLICATION = re.compile(rf"{_PLAIN_TERM}(?:,{_PLAIN_TERM})*")
 _PLAIN_TERMS = re.compile(_PLAIN_TERM)
+_PLAIN_PREDICATE = rf"\[{_PLAIN_NAME},{_PLAIN_OPERATOR},{_PLAIN_VALUE}\]"
+_PLAIN_CONJUNCTION = re.compile(rf"{_PLAIN_PREDICATE}(?:,{_PLAIN_PREDICATE})*")
+_PLAIN_PREDICATES = re.compile(_PLAIN_PREDICATE)
+
+
+def _plain_value(raw: str) -> Value:
+    return raw[1:-1] if raw[0] == "'" else float(raw) if "." in raw else int(raw)
+
+
+def _plain_conjunction(text: str) -> Filter | None:
+    """``text`` parsed as the careful parser would, when it is a plain conjunction without
+    mistakes; None otherwise (the careful parser then parses it or names the mistake)."""
+    if not _PLAIN_CONJUNCTION.fullmatch(text):
+        return None
+    predicates = []
+    types: dict[str, bool] = {}  # attribute -> whether it is a string
+    for attr, op, raw in _PLAIN_PREDICATES.findall(text):
+        value = _plain_value(raw)
+        is_string = isinstance(value, str)
+        if is_string and op == "=":
+            op = "eq"
+        if (op in NUMERIC_OPS if is_string else op in STRING_OPS) or types.setdefault(attr, is_string) != is_string:
+            return None
+        predicates.append(Predicate(attr, op, value))
+    return Filter(tuple(predicates))
 
 
 def parse_publication(text: str) -> Publication:
     """Parse a publication ``[attr,value],...``."""
     if _PLAIN_PUBLICATION.fullmatch(text):
-        items = [(attr, raw[1:-1] if raw[0] == "'" else float(raw) if "." in raw else int(raw))
-                 for attr, raw in _PLAIN_TERMS.findall(text)]
+        items = [(attr, _plain_value(raw)) for attr, raw in _PLAIN_TERMS.findall(text)]
         if len({attr for attr, _ in items}) == len(items):
             return Publication(tuple(items))
     return _parse_publication_carefully(text)

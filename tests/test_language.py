@@ -13,7 +13,7 @@ from protocols.language import (
     parse_filter,
     parse_publication,
 )
-from protocols.language import _parse_publication_carefully
+from protocols.language import NUMERIC_OPS, OPERATORS, STRING_OPS, _parse_conjunction, _parse_publication_carefully
 
 from .strategies import any_filters, filters, publications
 
@@ -79,6 +79,32 @@ def test_plain_publications_parse_as_the_careful_parser_reads_them(terms, space)
     for parse in (parse_publication, _parse_publication_carefully):
         try:
             results.append([(a, type(v), v) for a, v in parse(text).items])
+        except ValueError as exc:
+            results.append(str(exc))
+    assert results[0] == results[1]
+
+
+@st.composite
+def predicate_texts(draw):
+    """``[attr,op,value]`` mostly with an operator of the value's type, now and then any."""
+    value = draw(st.one_of(st.integers(-10**16, 10**16), st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 4)),
+                           st.text("ab ,[]'xy", max_size=3)))
+    typed = STRING_OPS if isinstance(value, str) else NUMERIC_OPS | {"isPresent"}
+    op = draw(st.sampled_from(sorted(typed if draw(st.integers(0, 9)) else OPERATORS)))
+    space = draw(st.sampled_from(["", "", " "]))
+    return f"[{draw(st.sampled_from(['a', 'b', 'x%y']))},{op},{space}{value!r}]"
+
+
+@given(st.lists(predicate_texts(), min_size=1, max_size=4))
+def test_plain_filters_parse_as_the_careful_parser_reads_them(predicates):
+    """The fast path for plain conjunctions gives exactly what the careful parser gives, and
+    anything else (spaces, operators that need the other type, attributes of two types, odd
+    strings) the careful parser's answer or error."""
+    text = ",".join(predicates)
+    results = []
+    for parse in (parse_filter, lambda t: _parse_conjunction(t, "filter")):
+        try:
+            results.append([(p.attr, p.op, type(p.value), p.value) for p in parse(text).predicates])
         except ValueError as exc:
             results.append(str(exc))
     assert results[0] == results[1]
