@@ -7,8 +7,11 @@ import pytest
 import topologies
 from protocols.index import FilterIndex
 from protocols.language import matches, parse_filter, parse_publication
-from workloads.generators import covering_degree, mobile_monitors, mobile_rush_hour, workflow, zipf_groups
+from workloads.generators import (SienaVocabulary, covering_degree, mobile_monitors, mobile_rush_hour, rng_for, workflow,
+                                  zipf_groups)
 from workloads.stockquotes import stock_quotes
+
+from tests.conftest import skip_without
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -143,8 +146,8 @@ def received_share(records) -> dict[str, float]:
 
 @pytest.mark.parametrize("real", [False, True])
 def test_stock_quote_subscribers_receive_their_rating_share(real):
-    if real and not QUOTES.is_dir():
-        pytest.skip(f"no reference quotes at {QUOTES}")
+    if real:
+        skip_without(QUOTES, "the reference stock quotes")
     params = {"quotes": str(QUOTES)} if real else {}
     records = stock_quotes([f"B{i}" for i in range(20)], seed=2, symbols=10, subscribers=400, publications=300,
                            **params)
@@ -162,8 +165,7 @@ def test_stock_quote_subscribers_receive_their_rating_share(real):
 
 
 def test_stock_quotes_derive_the_papers_attributes_from_real_quotes(tmp_path):
-    if not QUOTES.is_dir():
-        pytest.skip(f"no reference quotes at {QUOTES}")
+    skip_without(QUOTES, "the reference stock quotes")
     (tmp_path / "AAPL").write_text((QUOTES / "AAPL").read_text())
     days = len((QUOTES / "AAPL").read_text().splitlines())
     records = stock_quotes(["B0"], seed=0, base=tmp_path, quotes=".", symbols=1, subscribers=0, publications=days)
@@ -183,6 +185,34 @@ def test_enterprise_quotes_gather_every_high_rated_subscriber_on_one_broker():
     assert len(high) == 1
     assert not any("volume" in r["filter"] for r in subscriptions)  # 95 low / 5 high, no medium
     assert stock_quotes([f"B{i}" for i in range(30)], seed=5, subscribers=600, distribution="enterprise") == records
+
+
+def test_siena_draws_are_those_of_random_choices():
+    """The vocabulary's written-out weighted draws take the same values from the same
+    generator as ``random.choices``, so the shipped scenarios' workloads stay as they were."""
+    language = SienaVocabulary()
+
+    def attributes(rng, count):
+        chosen = []
+        while len(chosen) < count:
+            word = rng.choices(language.words, cum_weights=language.cumulative)[0]
+            if word not in chosen:
+                chosen.append(word)
+        return chosen
+
+    def subscription(rng):
+        return ",".join(f"[{a},{rng.choices(['=', '<', '>'], [60, 20, 20])[0]},{rng.choice(language.values)}]"
+                        for a in attributes(rng, rng.randint(1, 10)))
+
+    def publication(rng):
+        return ",".join(f"[{a},{rng.choice(language.values)}]" for a in attributes(rng, rng.randint(1, 19)))
+
+    ours, theirs = rng_for(5, "siena"), rng_for(5, "siena")
+    for i in range(3000):
+        if i % 3:
+            assert language.subscription(ours) == subscription(theirs)
+        else:
+            assert language.publication(ours) == publication(theirs)
 
 
 def test_mobile_rush_hour_commutes_stays_and_wanders_in_the_rush_hours():
