@@ -15,7 +15,7 @@ import numpy as np
 import yaml
 
 from protocols.index import FilterIndex
-from protocols.language import parse_filter, parse_publication
+from protocols.language import parse_filter
 from workloads.generators import SienaVocabulary, rng_for
 
 
@@ -31,7 +31,7 @@ def measure(sizes: list[int], queries: int = 200, seed: int = 0) -> dict[str, li
         for key, f in enumerate(filters):
             index.add(key, f)
         samples["insert"].append((size, 0, (time.perf_counter() - started) * 1e6 / size))
-        pubs = [parse_publication(language.publication(rng)) for _ in range(queries)]
+        pubs = [language.publication(rng) for _ in range(queries)]
         probes = [parse_filter(language.subscription(rng)) for _ in range(queries)]
         for family, run in (("match", lambda p: index.matching(p)), ("cover", lambda f: index.covering(f))):
             for item in pubs if family == "match" else probes:

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from protocols.index import FilterIndex  # noqa: E402
-from protocols.language import covers, matches, parse_filter, parse_publication  # noqa: E402
+from protocols.language import covers, matches, parse_filter  # noqa: E402
 from workloads.generators import SienaVocabulary, rng_for  # noqa: E402
 
 
@@ -65,7 +65,7 @@ def main() -> None:
             for d in f.disjuncts:
                 d.constraints  # the normal form: computed once per filter, whatever tables hold it
         normalise = (time.perf_counter() - started) * 1e6 / size
-        pubs = [parse_publication(language.publication(rng)) for _ in range(args.queries)]
+        pubs = [language.publication(rng) for _ in range(args.queries)]
         probes = [parse_filter(subscription(language, rng, args.disjunctions)) for _ in range(args.queries)]
         rounds = [one_round(filters, pubs, probes) for _ in range(args.rounds)]
         insert, match_us, cover_us, remove, hits = (min(column) for column in zip(*rounds))

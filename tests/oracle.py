@@ -7,8 +7,9 @@ it matches, and nothing else.
 """
 import topologies
 from actors.pump import SyncPump
-from protocols.language import conforms, matches, parse_filter, parse_publication
+from protocols.language import conforms, matches, parse_filter
 from protocols.stack import make_broker
+from workloads.trace import publication_of
 
 
 def expected_deliveries(records: list[dict]) -> set[tuple[str, str]]:
@@ -24,7 +25,7 @@ def expected_deliveries(records: list[dict]) -> set[tuple[str, str]]:
         elif op == "unadvertise":
             del advs[r["id"]]
         elif op == "publish":
-            pub = parse_publication(r["content"])
+            pub = publication_of(r["content"])
             if any(c == r["client"] and conforms(pub, a) for c, a in advs.values()):
                 expected |= {(r["id"], s) for s, f in subs.items() if matches(f, pub)}
     return expected

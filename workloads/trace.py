@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocols.errors import InputError
-from protocols.language import Filter, parse_filter, parse_publication
+from protocols.language import Filter, Publication, parse_filter, parse_publication
 from protocols.messages import Message
 
 OPS = ("advertise", "subscribe", "publish", "unsubscribe", "unadvertise", "move")
@@ -65,6 +65,11 @@ def read_trace(path: Path) -> list[tuple[str, dict]]:
                 raise InputError(f"{where}: expected a JSON object per line")
             records.append((where, record))
     return records
+
+
+def publication_of(content: str | Publication) -> Publication:
+    """A publish operation's content: its text parsed, or the publication a generator handed."""
+    return content if isinstance(content, Publication) else parse_publication(content)
 
 
 class _Client:
@@ -126,7 +131,8 @@ def _check_record(where: str, record: dict, last_t: float, brokers: set) -> floa
     if op not in OPS:
         raise InputError(f"{where}: unknown op {op!r} (expected one of {', '.join(OPS)})")
     for key in _NEEDS[op]:
-        if not isinstance(record.get(key), str) or not record[key]:
+        value = record.get(key)
+        if not (isinstance(value, str) and value or key == "content" and isinstance(value, Publication)):
             raise InputError(f"{where}: {op} needs a non-empty string {key!r}")
     if "broker" in record and record["broker"] not in brokers:
         raise InputError(f"{where}: unknown broker {record['broker']!r}")
@@ -150,7 +156,7 @@ def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, use
         if op_id in used_ids["pub"]:
             raise ValueError(f"publish id {op_id!r} was used before")
         used_ids["pub"].add(op_id)
-        return Message("pub", op_id, publication=parse_publication(record["content"]), client=name, t_pub=t_us)
+        return Message("pub", op_id, publication=publication_of(record["content"]), client=name, t_pub=t_us)
     table, kind = (client.subs, "unsub") if op == "unsubscribe" else (client.advs, "unadv")
     if op_id not in table:
         raise ValueError(f"{op} of {op_id!r}, which client {name!r} does not hold")
