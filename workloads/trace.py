@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from protocols.errors import InputError
 from protocols.language import Filter, Publication, parse_filter, parse_publication
@@ -25,12 +25,12 @@ _NEEDS = {
     "unadvertise": ("client", "id"),
     "move": ("client", "broker"),
 }
-_ALLOWED = {"t", "op", "client", "broker", "id", "filter", "content"}
+_ALLOWED = frozenset({"t", "op", "client", "broker", "id", "filter", "content"})
 
 
-@dataclass(frozen=True, slots=True)
-class Injection:
-    """A message entering ``broker``'s mailbox from a client at ``t_us``; ``seq`` orders ties."""
+class Injection(NamedTuple):
+    """A message entering ``broker``'s mailbox from a client at ``t_us``; ``seq`` orders ties.
+    (A named tuple: a workload makes millions, each in half the time of a frozen dataclass.)"""
 
     t_us: int
     broker: str
@@ -104,23 +104,21 @@ def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
             raise InputError(
                 f"{where}: client {name!r} is attached to {client.broker}, not {record['broker']} (use a move)"
             )
-
-        def inject(broker: str, message: Message) -> None:
-            injections.append(Injection(t_us, broker, len(injections), message))
-
         try:
             if op == "move":
-                _move(client, name, record["broker"], t_us, inject)
+                for broker, message in _move(client, name, record["broker"], t_us):
+                    injections.append(Injection(t_us, broker, len(injections), message))
             else:
-                inject(client.broker, _operation(op, record, client, name, t_us, used_ids, filters))
+                message = _operation(op, record, client, name, t_us, used_ids, filters)
+                injections.append(Injection(t_us, client.broker, len(injections), message))
         except ValueError as exc:
             raise InputError(f"{where}: {exc}") from None
     return injections
 
 
 def _check_record(where: str, record: dict, last_t: float, brokers: set) -> float:
-    unknown = sorted(set(record) - _ALLOWED)
-    if unknown:
+    if not _ALLOWED.issuperset(record):
+        unknown = sorted(set(record) - _ALLOWED)
         raise InputError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(sorted(_ALLOWED))})")
     t = record.get("t")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
@@ -164,16 +162,17 @@ def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, use
     return Message(kind, op_id, client.gen, client=name)
 
 
-def _move(client: _Client, name: str, broker: str, t_us: int, inject) -> None:
-    """Detach and attach messages carry the move's time: it splits the publications the two
-    incarnations deliver (protocols/broker.py, client moves)."""
-    inject(client.broker, Message("detach", name, client.gen, client=name, t_pub=t_us))
+def _move(client: _Client, name: str, broker: str, t_us: int) -> list[tuple[str, Message]]:
+    """The (broker, message) pairs of a move: detach at the old broker, attach at the new.
+    Both carry the move's time: it splits the publications the two incarnations deliver
+    (protocols/broker.py, client moves)."""
+    detach = (client.broker, Message("detach", name, client.gen, client=name, t_pub=t_us))
     client.gen += 1
     client.broker = broker
     client.advs = {i: _regenerate(m, client.gen) for i, m in client.advs.items()}
     client.subs = {i: _regenerate(m, client.gen) for i, m in client.subs.items()}
     items = tuple(client.advs.values()) + tuple(client.subs.values())
-    inject(broker, Message("attach", name, client.gen, client=name, items=items, t_pub=t_us))
+    return [detach, (broker, Message("attach", name, client.gen, client=name, items=items, t_pub=t_us))]
 
 
 def _regenerate(message: Message, gen: int) -> Message:
