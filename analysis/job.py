@@ -21,7 +21,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from analysis import metrics, plots  # noqa: E402
 from analysis.report import write_report  # noqa: E402
-from analysis.runs import RunError, check_runs, read_tables  # noqa: E402
+from analysis.runs import Run, RunError, check_runs, read_tables  # noqa: E402
 
 SMALL_RUN_EVENTS = 2_000_000  # below this many events over all runs, the small-run settings
 SMALL_RUN_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
@@ -55,15 +55,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.bucket is not None and args.bucket <= 0:
         print(f"analysis: error: --bucket {args.bucket}: must be positive", file=sys.stderr)
         return 2
-    bucket_us = default_bucket_us(runs) if args.bucket is None else int(args.bucket * 1_000_000)
-    small = is_small(runs)
-    spark = _spark(small)
+    spark = spark_session(is_small(runs))
     try:
-        analyse(spark, runs, args.out, bucket_us, small)
+        analyse_runs(spark, runs, args.out, args.bucket)
     finally:
         spark.stop()
     print(args.out / "report.md")
     return 0
+
+
+def analyse_runs(spark, runs: list[Run], out: Path, bucket: float | None = None) -> None:
+    """The job on checked ``runs`` in ``spark``, with time buckets of ``bucket`` seconds
+    (default: ``default_bucket_us``)."""
+    bucket_us = default_bucket_us(runs) if bucket is None else int(bucket * 1_000_000)
+    analyse(spark, runs, out, bucket_us, is_small(runs))
 
 
 def is_small(runs) -> bool:
@@ -74,16 +79,23 @@ def is_small(runs) -> bool:
     return sum(int(run.manifest.get("events") or 0) for run in runs) < SMALL_RUN_EVENTS
 
 
-def _spark(small: bool = False):
-    """A Spark session, local unless spark-submit named a master."""
+def spark_session(small: bool = False, driver_memory: str | None = None):
+    """A Spark session, local unless spark-submit named a master; ``driver_memory`` applies
+    where the session starts its own JVM (not under spark-submit, which started it)."""
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("pubsub-emu analysis")
     if not SparkConf().contains("spark.master"):
         builder = builder.master("local[*]")
-    builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-    settings = SMALL_RUN_SETTINGS if small else {"spark.sql.shuffle.partitions": "8"}
+    settings = {"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false",
+                "spark.ui.enabled": "false"}
+    if small:
+        settings |= SMALL_RUN_SETTINGS
+    else:
+        settings["spark.sql.shuffle.partitions"] = "8"
+    if driver_memory:
+        settings["spark.driver.memory"] = driver_memory
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,14 +1,57 @@
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MISSING_DATA = "optional data missing: "  # the one reason a test may be skipped
+
+
+def skip_without(path: Path, what: str) -> None:
+    """Skip the calling test when the optional data at ``path`` is not there."""
+    if not path.exists():
+        pytest.skip(f"{MISSING_DATA}{what} at {path}")
+
+
+def pytest_configure(config):
+    """Under pytest-xdist every worker starts its own local Ray instance (the ``ray_session``
+    fixture, or a run that starts Ray itself) with its own temporary directory, so workers'
+    sessions, sockets and logs never meet (unless ``RAY_TMPDIR`` says where they go)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and "RAY_TMPDIR" not in os.environ:
+        # short: Ray's socket paths under it must stay within the 107 characters a socket allows
+        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix=f"ray-{worker}-")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(config, items):
+    """Tests that share a module-scoped fixture (runs made once and checked by several tests)
+    go to one xdist worker together (``--dist loadgroup``), which builds the fixture once."""
+    for item in items:
+        shared = sorted(name for name, definitions in item._fixtureinfo.name2fixturedefs.items()
+                        if definitions[-1].scope == "module")
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{shared[0]}"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test skipped for any reason but missing optional data fails: a skip must not hide
+    a check that stopped running."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if not reason.removeprefix("Skipped: ").startswith(MISSING_DATA):
+            report.outcome = "failed"
+            report.longrepr = f"skipped for a reason other than missing optional data: {reason}"
 
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """One local Ray instance shared by every test of the session."""
+    """One local Ray instance shared by every test of the session (of the xdist worker)."""
     import ray
 
     from actors.coordinator import ray_runtime_env
@@ -17,6 +60,38 @@ def ray_session():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                  runtime_env=ray_runtime_env())
     yield ray
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """One local Spark session (and JVM) for every analysis of the session (of the xdist
+    worker), with the analysis job's settings for small runs."""
+    import sys
+
+    from analysis import job
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = job.spark_session(small=True, driver_memory="1g")
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture
+def analysis_in_session(spark_session, monkeypatch):
+    """``pubsub-emu analyze`` and ``figure`` run the analysis job in the worker's Spark session
+    instead of a spark-submit process of their own: the same job on the same runs, without a
+    JVM started and warmed up for each figure (tests/test_analysis.py runs spark-submit)."""
+    from analysis import job, submit
+    from analysis.runs import check_runs
+
+    def run_job(runs, small, out, bucket, master, driver_memory) -> int:
+        try:
+            job.analyse_runs(spark_session, check_runs(runs), Path(out), bucket)
+            return 0
+        finally:
+            spark_session.catalog.clearCache()
+
+    monkeypatch.setattr(submit, "run_job", run_job)
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def test_listing_and_input_errors(tmp_path, capsys):
 @pytest.mark.ray
 @pytest.mark.slow
 @pytest.mark.parametrize("name", figures.names())
-def test_figure_small_runs_and_reports(name, tmp_path, capsys, ray_session):
+def test_figure_small_runs_and_reports(name, tmp_path, capsys, ray_session, analysis_in_session):
     out = tmp_path / name
     assert main(["figure", name, "--small", "--out", str(out)]) == 0
     figure = figures.load(name)

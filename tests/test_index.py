@@ -174,7 +174,7 @@ def test_answers_stay_exact_through_heavy_churn():
     language, rng = SienaVocabulary(), random.Random(111)  # once reused a stale row at a compaction
     index, live, next_key = FilterIndex(), {}, 0
     pub_rng = random.Random(0)
-    pubs = [parse_publication(language.publication(pub_rng)) for _ in range(20)]
+    pubs = [language.publication(pub_rng) for _ in range(20)]
     for _ in range(12):  # the table grows and shrinks by up to 10x
         for _ in range(rng.choice([5, 50, 400])):
             live[next_key] = parse_filter(language.subscription(rng))

@@ -11,7 +11,14 @@ from .test_analysis import false_positives_by_components
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
 
-@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
+def _shipped(path: Path):
+    """A scenario file; the full-size ones (every workload built, some of millions of
+    operations) under the slow mark, the test-sized ones (``*_small_*``, the quick start) not."""
+    small = "_small" in path.stem or path.stem == "quickstart"
+    return pytest.param(path, id=path.stem, marks=() if small else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("path", [_shipped(p) for p in sorted(SCENARIOS.glob("*.yaml"))])
 def test_shipped_scenarios_validate(path, capsys):
     assert main(["validate", str(path)]) == 0
     assert "valid:" in capsys.readouterr().out
