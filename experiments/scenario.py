@@ -404,7 +404,7 @@ def build_workload(scenario: dict, graph, base: Path, path: Path):
     time of building the mobile rush hour."""
     workload = scenario["workload"]
     collecting = gc.isenabled()
-    gc.collect()
+    gc.collect()  # so that no garbage is frozen with the workload, never to be collected
     gc.disable()
     try:
         if workload.get("trace"):

@@ -174,6 +174,7 @@ class SienaVocabulary:
         self.words = [f"w{i}" for i in range(words)]
         self.cumulative = list(itertools.accumulate(1.0 / (i + 1) for i in range(words)))  # Zipf, summed once
         self.values = list(range(values))
+        self._value_bits = len(self.values).bit_length()
 
     def _attributes(self, rng: random.Random, count: int) -> list[str]:
         words, cumulative = self.words, self.cumulative
@@ -188,12 +189,11 @@ class SienaVocabulary:
     def _value(self, rng: random.Random) -> int:
         """``rng.choice(self.values)`` written out as ``random.Random`` draws it: bits of the
         count's length until they name a value."""
-        count = len(self.values)
-        bits, draw = count.bit_length(), rng.getrandbits
+        values, bits, draw = self.values, self._value_bits, rng.getrandbits
         index = draw(bits)
-        while index >= count:
+        while index >= len(values):
             index = draw(bits)
-        return self.values[index]
+        return values[index]
 
     def subscription(self, rng: random.Random) -> str:
         predicates = []

@@ -106,13 +106,13 @@ def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
             )
         try:
             if op == "move":
-                for broker, message in _move(client, name, record["broker"], t_us):
-                    injections.append(Injection(t_us, broker, len(injections), message))
+                sends = _move(client, name, record["broker"], t_us)
             else:
-                message = _operation(op, record, client, name, t_us, used_ids, filters)
-                injections.append(Injection(t_us, client.broker, len(injections), message))
+                sends = [(client.broker, _operation(op, record, client, name, t_us, used_ids, filters))]
         except ValueError as exc:
             raise InputError(f"{where}: {exc}") from None
+        for broker, message in sends:
+            injections.append(Injection(t_us, broker, len(injections), message))
     return injections
 
 
