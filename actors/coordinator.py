@@ -445,7 +445,7 @@ def _ray(address: str | None):
 
     if not ray.is_initialized():
         ray.init(
-            address=address, include_dashboard=False, configure_logging=True, logging_level="WARNING",
+            address=address, include_dashboard=False, configure_logging=True, logging_level="ERROR",
             log_to_driver=False, runtime_env=ray_runtime_env(),
         )
     return ray

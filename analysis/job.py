@@ -17,6 +17,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from analysis import metrics, plots  # noqa: E402
@@ -149,7 +150,9 @@ def analyse(spark, runs, out: Path, bucket_us: int, small: bool = False) -> None
         start("faults", metrics.faults(tables, pubs, runs))
         start("completeness_over_time", metrics.completeness_over_time(pubs, bucket_us))
         start("summary", metrics.summary(tables, runs, by_broker, peaks, by_role, moved, trees))
-        core = _core(metrics.core_order(tables), runs)
+        orders = metrics.core_order(tables)
+        core = _core(orders, runs)
+    _write_core_order(orders, out)
     queue_files.result()
     collected = {name: result.result() for name, result in running.items()}
     figures = _figures(collected, core, [r.label for r in runs], out)
@@ -165,6 +168,17 @@ def _collect(name: str, frame, out: Path) -> list[dict]:
     pq.write_table(table, folder / "part-0.parquet")
     print(f"analysis: {name}: {table.num_rows:,} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return table.to_pylist()
+
+
+def _write_core_order(orders: dict[str, list[str]], out: Path) -> None:
+    """``tables/core_order``: per run, each core broker and its position along the core."""
+    rows = [(run, broker, position) for run, order in sorted(orders.items()) for position, broker in enumerate(order)]
+    folder = out / "tables" / "core_order"
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"run": pa.array([r[0] for r in rows], pa.string()),
+                      "broker": pa.array([r[1] for r in rows], pa.string()),
+                      "position": pa.array([r[2] for r in rows], pa.int32())})
+    pq.write_table(table, folder / "part-0.parquet")
 
 
 def _core(orders: dict[str, list[str]], runs) -> list[str]:

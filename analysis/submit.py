@@ -16,6 +16,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import analysis.job
@@ -29,9 +30,13 @@ def spark_home() -> Path:
 
 
 def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: str,
-            driver_memory: str | None) -> int:
-    """Run ``analysis/job.py`` on ``runs`` (paths) with spark-submit, in its own process;
-    its exit status. ``small``: the runs are small (``analysis.job.is_small``)."""
+            driver_memory: str | None, report=None) -> int:
+    """Run ``analysis/job.py`` on ``runs`` (paths) with spark-submit, in its own process,
+    with this interpreter as Spark's Python (so a virtual environment need not be activated);
+    its exit status. ``small``: the runs are small (``analysis.job.is_small``). Spark's and
+    the job's output go to ``OUT/analysis.log``; ``report`` (stderr by default) gets an
+    opening line and, when the job fails, its cause in one line."""
+    report = report or (lambda line: print(line, file=sys.stderr))
     memory = driver_memory or (SMALL_RUN_DRIVER_MEMORY if small else DRIVER_MEMORY)
     archive = _class_archive()
     java_options = [analysis.job.SMALL_RUN_JAVA_OPTIONS] if small else []
@@ -44,13 +49,39 @@ def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: st
     command += [analysis.job.__file__, *map(str, runs), "--out", str(out)]
     if bucket is not None:
         command += ["--bucket", str(bucket)]
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / LOG_FILE
+    first = " (the first on this machine: it also writes Spark's class archive, about a minute more, once)" \
+        if archive is not None and archive.writing is not None else ""
+    report(f"analysis: {len(runs)} run(s) with Spark{first}; log: {log}")
+    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     status = 1
     try:
-        status = subprocess.run(command).returncode
+        with open(log, "w") as output:
+            status = subprocess.run(command, env=environment, stdout=output, stderr=subprocess.STDOUT).returncode
     finally:  # an interrupted run leaves no half-written archive behind
         if archive is not None:
             archive.finish(status == 0)
+    if status != 0:
+        report(f"analysis: failed: {failure_cause(log)} (the whole output: {log})")
     return status
+
+
+LOG_FILE = "analysis.log"
+
+
+def failure_cause(log: Path) -> str:
+    """The line of a failed job's output that names its cause: the last Python exception
+    (``Name: message``), else the job's own error line, else the last line."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("analysis: error:"):
+            return line.removeprefix("analysis: error:").strip()
+        head = line.split(":", 1)[0]  # ModuleNotFoundError, pyspark.errors...AnalysisException
+        if ":" in line and all(part.isidentifier() for part in head.split(".")) \
+                and head.endswith(("Error", "Exception")):
+            return line
+    return lines[-1] if lines else "no output"
 
 
 class _ClassArchive:

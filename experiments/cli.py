@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     figure.add_argument("--list", action="store_true", help="name the figures")
     figure.add_argument("--out", type=Path, help="output directory (default: figures/NAME)")
     figure.add_argument("--small", action="store_true", help="test-sized runs")
+    figure.add_argument("--force", action="store_true",
+                        help="start over: remove --out's earlier runs and report (default: reuse complete runs)")
     figure.add_argument("--max-parallel", type=int, help="runs at once (default: this machine's CPUs)")
     figure.add_argument("--address", help="address of a running Ray cluster (default: start a local one)")
     calibrate = commands.add_parser("calibrate", help="time this machine's index and fit a cost profile")
@@ -142,8 +144,9 @@ def _run(args) -> int:
         print(f"pubsub-emu: run failed: {type(exc).__name__}: {exc}\n{run_dir}", file=sys.stderr)
         return 1
     rate = manifest.get("events_per_s", 0)
+    where = "in-process" if manifest["hosts"] == 0 else f"on {manifest['hosts']} host(s)"
     print(f"{manifest['events']} messages over {manifest['sim_end_us'] / 1e6:.3f} s simulated in "
-          f"{manifest['wall_s']:.1f} s wall ({rate:,.0f} events/s) on {manifest['hosts']} host(s)", file=sys.stderr)
+          f"{manifest['wall_s']:.1f} s wall ({rate:,.0f} events/s) {where}", file=sys.stderr)
     print(run_dir)
     return 0
 
@@ -212,7 +215,7 @@ def _figure(args) -> int:
         raise InputError("figure: name a figure, or --list to see them")
     figure = figures.load(args.name)
     out = args.out or Path("figures") / (args.name + ("-small" if args.small else ""))
-    _check_out_free(out)
+    figures.prepare_out(out, args.force)
     max_parallel = _max_parallel(args)
     try:  # run_figure resolves every run before anything runs
         page = figures.run_figure(figure, out, args.small, analyse, max_parallel, args.address,
@@ -220,7 +223,8 @@ def _figure(args) -> int:
     except InputError:
         raise
     except Exception as exc:
-        print(f"pubsub-emu: figure failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"pubsub-emu: figure failed: {exc}; run the same command again to reuse the complete runs",
+              file=sys.stderr)
         return 1
     print(page)
     return 0

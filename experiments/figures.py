@@ -1,37 +1,69 @@
-"""``pubsub-emu figure``: the runs and the report of one figure of the seed papers.
+"""``pubsub-emu figure``: the runs, the paper's figure and the report of one figure of the seed papers.
 
-A figure is a small YAML file in ``experiments/figures/``:
+A figure is a YAML file in ``experiments/figures/``:
 
-    title: what the figure shows
+    title: what the figure shows (no sizes: the page gives the runs' real ones)
     paper: the paper's title
-    runs:                          # label -> a scenario of experiments/scenarios and overrides
+    paper_figure: the paper's figure(s) it reproduces, e.g. "Fig. 6"
+    runs:                          # variant -> a scenario of experiments/scenarios and overrides
       active: {scenario: unsub_burst_active.yaml}
-      selective: {scenario: unsub_burst_selective.yaml, set: [...], small: [protocol.pruning.window=20s]}
+      selective: {scenario: unsub_burst_selective.yaml, set: [...], small: [protocol.pruning.window=20s],
+                  series: selective}    # series: a sweep figure's line this run is a point of
     small: [duration=300s, ...]    # --small: overrides that make every run test-sized (a run's
                                    # own ``small`` ones come after these)
-    plots: [Delivery delay over time, ...]   # the report's figures this one shows
+    small_keeps: why the test-sized runs still show the mechanism the figure is about
+    sweep: {key: workload.generator.degree, label: "covering degree"}   # a sweep figure's x axis
+    setup:                         # the paper's setting against ours, key by key
+      topology: {paper: 49 brokers, ours: 55 brokers, small: 55 brokers, why: ...}
+                                   # why: given where ours departs from the paper (or the paper
+                                   # is silent, "not stated", and we chose)
+    summary: [mean_s, max_s, peak_queue]   # the summary columns this figure compares
+    panels:                        # the paper's figure (analysis/panels.py)
+      - {title: Delivery delay, table: delay_over_time, y: mean_s}
+    plots: [Delivery delay over time, ...]   # the generic report's plots shown below the panels
 
 ``run_figure`` runs the variants as a sweep (concurrent Ray tasks, ``experiments/sweep.py``)
-into ``OUT/runs/<label>`` (named ``<figure>-<label>``), analyses them side by side into
-``OUT/report`` and writes ``OUT/figure.md``: the summary rows and the chosen plots.
+into ``OUT/runs/<label>`` (named ``<figure>-<label>``), reusing the runs an earlier call
+completed, analyses them side by side into ``OUT/report``, draws the panels into
+``OUT/figure.png`` and writes ``OUT/figure.md``.
 """
 from __future__ import annotations
 
 import csv
+import difflib
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from analysis.panels import Drawn, Panel, Sweep, check as check_panel
 from protocols.errors import InputError
 
 FIGURE_DIR = Path(__file__).resolve().parent / "figures"
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-# the summary columns a figure's page shows (formats from the analysis report)
-SUMMARY = ("run", "deliveries", "mean_hops", "mean_s", "p90_s", "max_s", "peak_queue", "drain_s", "triggered_subs",
-           "final_mean_prt", "messages_processed", "pure_forward_fraction", "yield", "final_soft_links",
-           "mean_msg_rate", "mean_utilisation", "migrations", "control_share", "mean_wait_s", "mean_selection_s",
-           "multitree", "planned_copies_per_publication", "clusters")
+KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_keeps", "sweep", "setup", "summary", "panels",
+        "plots")
+RUN_KEYS = ("scenario", "set", "small", "series")
+SETUP_KEYS = ("paper", "ours", "small", "why")
+SILENT = ("n.s.", "not stated")  # how a setup entry says the paper is silent
+PANEL_KEYS = ("title", "table", "y", "kind", "x", "where", "reduce", "scale", "variants", "relative_to", "order")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One line of the setup table: the paper's value, ours, the test-sized one and why they differ."""
+    name: str
+    paper: str
+    ours: str
+    small: str | None
+    why: str | None
+
+    @property
+    def departs(self) -> bool:
+        """Ours deliberately differs from a setting the paper states (``why`` says how and why;
+        where the paper is silent, ``why`` gives the reason for our choice)."""
+        return self.why is not None and not self.paper.lower().startswith(SILENT)
 
 
 @dataclass(frozen=True)
@@ -39,14 +71,25 @@ class Figure:
     name: str
     title: str
     paper: str
+    paper_figure: str
     runs: dict[str, tuple[Path, list[str], list[str]]]  # label -> (scenario, overrides, --small overrides)
     small: list[str]
+    small_keeps: str
+    setup: list[Setting]
+    summary: list[str]
+    panels: list[Panel]
     plots: list[str]
+    sweep_key: str | None = None
+    sweep_label: str | None = None
+    series: dict[str, str] | None = None  # label -> its line in a sweep figure
 
     def overrides(self, label: str, small: bool) -> list[str]:
         """A run's overrides: its own, then --small's (the figure's, then the run's), then its name."""
         _, own, own_small = self.runs[label]
         return [*own, *(self.small + own_small if small else []), f"name={self.name}-{label}"]
+
+    def run_name(self, label: str) -> str:
+        return f"{self.name}-{label}"
 
 
 def names() -> list[str]:
@@ -56,24 +99,89 @@ def names() -> list[str]:
 def load(name: str) -> Figure:
     path = FIGURE_DIR / f"{name}.yaml"
     if not path.is_file():
-        raise InputError(f"figure {name!r}: no such figure (known: {', '.join(names())})")
+        close = difflib.get_close_matches(name, names(), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(names())})"
+        raise InputError(f"figure {name!r}: no such figure{hint}")
     data = yaml.safe_load(path.read_text())
-    if not isinstance(data, dict) or set(data) - {"title", "paper", "runs", "small", "plots"}:
-        raise InputError(f"{path}: expected a mapping of title, paper, runs, small and plots")
-    runs = {}
-    for label, entry in (data.get("runs") or {}).items():
-        if not isinstance(entry, dict) or "scenario" not in entry or set(entry) - {"scenario", "set", "small"}:
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of {', '.join(KEYS)}")
+    _known_keys(data, KEYS, str(path))
+    runs, series = _runs(data.get("runs") or {}, path)
+    sweep = data.get("sweep")
+    if sweep is not None and (not isinstance(sweep, dict) or set(sweep) != {"key", "label"}):
+        raise InputError(f"{path}: sweep: expected {{key: SCENARIO.KEY, label: AXIS LABEL}}")
+    _check_summary(data.get("summary") or [], path)
+    figure = Figure(
+        name, str(data.get("title", name)), str(data.get("paper", "")), str(data.get("paper_figure", "")), runs,
+        [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
+        _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
+        _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
+        sweep and str(sweep["key"]), sweep and str(sweep["label"]), series or None)
+    return figure
+
+
+def _check_summary(columns: list, path: Path) -> None:
+    from analysis.report import SUMMARY_COLUMNS
+
+    known = [c[0] for c in SUMMARY_COLUMNS]
+    unknown = [str(c) for c in columns if c not in known]
+    if unknown:
+        raise InputError(f"{path}: summary: unknown column(s) {', '.join(unknown)} (known: {', '.join(known)})")
+
+
+def _known_keys(data: dict, keys: tuple, where: str) -> None:
+    for key in data:
+        if key not in keys:
+            close = difflib.get_close_matches(str(key), keys, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(keys)})"
+            raise InputError(f"{where}: {key}: unknown key{hint}")
+
+
+def _runs(given: dict, path: Path) -> tuple[dict, dict]:
+    runs, series = {}, {}
+    for label, entry in given.items():
+        if not isinstance(entry, dict) or "scenario" not in entry:
             raise InputError(f"{path}: runs.{label}: expected {{scenario: FILE, set: [KEY=VALUE, ...], "
-                             "small: [...]}}")
+                             "small: [...], series: NAME}}")
+        _known_keys(entry, RUN_KEYS, f"{path}: runs.{label}")
         scenario = SCENARIO_DIR / entry["scenario"]
         if not scenario.is_file():
             raise InputError(f"{path}: runs.{label}.scenario: {scenario} not found")
         runs[str(label)] = (scenario, [str(s) for s in entry.get("set") or []],
                             [str(s) for s in entry.get("small") or []])
+        if "series" in entry:
+            series[str(label)] = str(entry["series"])
     if not runs:
         raise InputError(f"{path}: runs: a figure needs at least one run")
-    return Figure(name, str(data.get("title", name)), str(data.get("paper", "")), runs,
-                  [str(s) for s in data.get("small") or []], [str(p) for p in data.get("plots") or []])
+    return runs, series
+
+
+def _setup(given: dict, path: Path) -> list[Setting]:
+    settings = []
+    for name, entry in given.items():
+        if not isinstance(entry, dict) or not {"paper", "ours"} <= set(entry):
+            raise InputError(f"{path}: setup.{name}: expected {{paper: ..., ours: ..., small: ..., why: ...}}")
+        _known_keys(entry, SETUP_KEYS, f"{path}: setup.{name}")
+        text = {key: None if entry.get(key) is None else str(entry[key]).strip() for key in SETUP_KEYS}
+        settings.append(Setting(str(name), text["paper"], text["ours"], text["small"], text["why"]))
+    return settings
+
+
+def _panels(given: list, variants: list[str], path: Path) -> list[Panel]:
+    panels = []
+    for i, entry in enumerate(given):
+        where = f"{path}: panels[{i}]"
+        if not isinstance(entry, dict) or not {"title", "table", "y"} <= set(entry):
+            raise InputError(f"{where}: expected {{title: ..., table: METRIC, y: COLUMN, kind: ..., ...}}")
+        _known_keys(entry, PANEL_KEYS, where)
+        fields = {**entry, "where": dict(entry.get("where") or {}), "variants": tuple(entry.get("variants") or ())}
+        panel = Panel(**fields)
+        try:
+            check_panel(panel, variants)
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        panels.append(panel)
+    return panels
 
 
 def check(figure: Figure, small: bool) -> None:
@@ -84,41 +192,166 @@ def check(figure: Figure, small: bool) -> None:
         resolve(scenario, figure.overrides(label, small))
 
 
+def prepare_out(out: Path, force: bool) -> None:
+    """``--out`` is new, empty, or an earlier call's output (its complete runs are reused);
+    ``force``: an earlier call's output is removed first."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a directory")
+    contents = list(out.iterdir())
+    earlier = (out / "runs" / "sweep.json").is_file() or (out / "figure.md").is_file()
+    if contents and not earlier:
+        raise InputError(f"--out {out}: already exists and holds no figure's runs")
+    if force:
+        shutil.rmtree(out)
+
+
 def run_figure(figure: Figure, out: Path, small: bool, analyse, max_parallel: int, address: str | None = None,
                report=print) -> Path:
-    """Run every variant (``max_parallel`` at once), analyse them with ``analyse(run_dirs,
-    report_dir) -> exit status`` and write ``OUT/figure.md``; returns its path."""
+    """Run every variant not complete in ``out`` yet (``max_parallel`` at once), analyse them
+    with ``analyse(run_dirs, report_dir) -> exit status``, draw the panels and write
+    ``OUT/figure.md``; returns its path."""
     from experiments.sweep import Point, run_sweep
 
     check(figure, small)
     points = [Point(label, scenario, figure.overrides(label, small)) for label, (scenario, *_) in figure.runs.items()]
-    record = run_sweep(points, out / "runs", max_parallel, address, report)
+    report(f"figure {figure.name}{' (test-sized)' if small else ''}: {len(points)} runs into {out / 'runs'}, "
+           f"then their analysis into {out / 'report'} and the page {out / 'figure.md'}")
+    try:
+        record = run_sweep(points, out / "runs", max_parallel, address, report)
+    except InputError as exc:
+        raise InputError(f"{exc} (--force starts the figure over)") from None
     failed = [p["name"] for p in record["points"] if p["status"] != "complete"]
     if failed:
         raise RuntimeError(f"runs failed: {', '.join(failed)} (see {out / 'runs' / 'sweep.json'})")
+    shutil.rmtree(out / "report", ignore_errors=True)  # the analysis is always redone
     if analyse([out / "runs" / p.name for p in points], out / "report") != 0:
         raise RuntimeError(f"the analysis of {out / 'runs'} failed")
-    return _write_page(figure, out, out / "report", small)
+    return write_page(figure, out, small)
 
 
-def _write_page(figure: Figure, out: Path, report: Path, small: bool) -> Path:
-    from analysis.report import SUMMARY_COLUMNS, markdown_table
+def sweep_points(figure: Figure, small: bool) -> Sweep | None:
+    """A sweep figure's x value of every run, read from its resolved scenario."""
+    from experiments.scenario import resolve
 
+    if figure.sweep_key is None:
+        return None
+    points = {}
+    for label, (scenario, *_) in figure.runs.items():
+        value = resolve(scenario, figure.overrides(label, small)).scenario
+        for part in figure.sweep_key.split("."):
+            value = value[part]
+        points[label] = ((figure.series or {}).get(label, label), float(value))
+    return Sweep(figure.sweep_label, points)
+
+
+def write_page(figure: Figure, out: Path, small: bool) -> Path:
+    """``OUT/figure.png`` (the panels) and ``OUT/figure.md`` from the analysis in ``OUT/report``."""
+    from analysis.panels import draw
+
+    report = out / "report"
+    rows = _summary_rows(figure, report)
+    drawn = draw(figure.panels, report / "tables", {figure.run_name(label): label for label in figure.runs},
+                 _headline(figure, rows, small), out / "figure.png", sweep_points(figure, small)) \
+        if figure.panels else []
+    page = out / "figure.md"
+    page.write_text("\n".join(_page_lines(figure, rows, drawn, report, small)) + "\n")
+    return page
+
+
+def _summary_rows(figure: Figure, report: Path) -> list[dict]:
+    """The analysis's summary rows, each named by its variant."""
+    variant = {figure.run_name(label): label for label in figure.runs}
     with open(report / "summary.csv") as f:
         rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
-    # a column every run leaves empty or at zero (no soft links, no migrations) says nothing here
-    columns = [c for c in SUMMARY_COLUMNS if c[0] in SUMMARY and any(row.get(c[0]) not in (None, 0) for row in rows)]
-    lines = [f"# {figure.title}", "", f"Paper: {figure.paper}." if figure.paper else "",
-             f"Runs{' (test-sized: --small)' if small else ''}: " + ", ".join(figure.runs) + ".", "",
-             markdown_table(rows, columns)]
+    return [{**row, "run": variant.get(row["run"], row["run"])} for row in rows]
+
+
+def _size(rows: list[dict]) -> str:
+    """The runs' real size: brokers and simulated time."""
+    brokers = sorted({row["brokers"] for row in rows if row.get("brokers") is not None})
+    seconds = max((row.get("sim_end_s") or 0 for row in rows), default=0)
+    span = f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds:.0f} s"
+    return f"{'/'.join(f'{b:,}' for b in brokers)} brokers, {span} simulated"
+
+
+def _headline(figure: Figure, rows: list[dict], small: bool) -> str:
+    return f"{figure.title}\n({_size(rows)}{', test-sized' if small else ''})"
+
+
+def _page_lines(figure: Figure, rows: list[dict], drawn: list[Drawn], report: Path, small: bool) -> list[str]:
+    departs = [s.name for s in figure.setup if s.departs]
+    lines = [f"# {figure.title}", ""]
+    source = f"Paper: *{figure.paper}*" + (f", {figure.paper_figure}" if figure.paper_figure else "") + "."
+    if small:
+        lines.append(f"{source} **Test-sized runs (--small)**; the setup departs from the paper's"
+                     + (f" in {', '.join(departs)} and in size" if departs else " in size") + " (table below).")
+    elif departs:
+        lines.append(f"{source} **The setup departs from the paper's** in {', '.join(departs)} (table below).")
+    else:
+        lines.append(f"{source} The setup is the paper's (table below).")
+    lines += ["", f"Runs: {', '.join(figure.runs)}; {_size(rows)}.", ""]
+    if any(d.note is None for d in drawn):
+        lines += [f"![{figure.title}](figure.png)", ""]
+    for d in drawn:
+        lines.append(_panel_caption(d))
+    if small and figure.small_keeps:
+        lines += ["", f"Test-sized: {figure.small_keeps}"]
+    lines += ["", "## Summary", "", _summary_table(figure, rows)]
+    if figure.setup:
+        lines += ["", "## Setup: the paper's and ours", "", _setup_table(figure.setup, small)]
+    lines += _generic_report(figure, report)
+    return lines
+
+
+def _panel_caption(d: Drawn) -> str:
+    from analysis.style import measure
+
+    y = measure("relative_cost" if d.panel.relative_to else d.panel.y)
+    text = f"y: {y.label}, {y.definition}" + (f" (relative to {d.panel.relative_to})" if d.panel.relative_to else "")
+    if d.panel.kind == "cdf":
+        x = measure(d.panel.x)
+        text += f"; x: {x.label}, {x.definition}"
+    if d.note is not None:
+        return f"- ({d.letter}) {d.panel.title}: **not drawn, {d.note}** ({text})."
+    return f"- ({d.letter}) {d.panel.title}. {text[0].upper()}{text[1:]}."
+
+
+def _summary_table(figure: Figure, rows: list[dict]) -> str:
+    from analysis.report import SUMMARY_COLUMNS, markdown_table
+
+    wanted = ["run", *figure.summary]
+    if "peak_queue" in wanted:  # a peak says where and when
+        at = wanted.index("peak_queue") + 1
+        wanted[at:at] = ["peak_broker", "t_peak_s"]
+    by_name = {c[0]: c for c in SUMMARY_COLUMNS}
+    return markdown_table(rows, [by_name[c] for c in wanted])
+
+
+def _setup_table(setup: list[Setting], small: bool) -> str:
+    def cell(text: str | None) -> str:
+        return (text or "").replace("|", "\\|").replace("\n", " ")
+
+    heading = "| setting | paper | ours |" + (" test-sized |" if small else "") + " why they differ |"
+    lines = [heading, "|" + "---|" * (5 if small else 4)]
+    for s in setup:
+        mark = " (differs)" if s.departs else ""
+        row = f"| {s.name}{mark} | {cell(s.paper)} | {cell(s.ours)} |"
+        if small:
+            row += f" {cell(s.small or s.ours)} |"
+        lines.append(row + f" {cell(s.why) if s.departs or s.why else ''} |")
+    return "\n".join(lines)
+
+
+def _generic_report(figure: Figure, report: Path) -> list[str]:
+    lines = ["", "## The generic report", ""]
     drawn = _drawn_plots(report)
     for title in figure.plots:
         if title in drawn:
-            lines += ["", f"## {title}", "", f"![{title}](report/{drawn[title]})"]
-    lines += ["", "Every metric and plot of these runs: [report/report.md](report/report.md)."]
-    page = out / "figure.md"
-    page.write_text("\n".join(lines) + "\n")
-    return page
+            lines += [f"### {title}", "", f"![{title}](report/{drawn[title]})", ""]
+    lines.append("Every metric and plot of these runs: [report/report.md](report/report.md).")
+    return lines
 
 
 def _number(text: str):

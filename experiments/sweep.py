@@ -15,9 +15,12 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tqdm import tqdm
 
 from actors.storage import is_uri
 from protocols.errors import InputError
@@ -82,24 +85,31 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
 
     record = _record(sweep_points, out)
     pending = [p for p in record["points"] if p["status"] != "complete"]
-    for done in record["points"]:
-        if done["status"] == "complete":
-            report(f"sweep: {done['name']}: complete already, skipped")
+    done = len(record["points"]) - len(pending)
+    report(f"sweep: {len(pending)} run(s) to go" + (f" ({done} complete already, reused)" if done else "")
+           + f", {min(max_parallel, len(pending) or 1)} at a time, into {out}")
     _ray(address)
     task = ray.remote(num_cpus=1)(_run_point)
     running: dict = {}
     started = time.perf_counter()
-    while pending or running:
-        while pending and len(running) < max_parallel:
-            point = pending.pop(0)
-            shutil.rmtree(out / point["name"], ignore_errors=True)  # a partial run of an earlier sweep
-            running[task.remote(point["scenario"], point["overrides"], str(out / point["name"]))] = point
-        ready, _ = ray.wait(list(running), num_returns=1)
-        point = running.pop(ready[0])
-        point.update(ray.get(ready[0]))
-        report(f"sweep: {point['name']}: {point['status']} in {point['wall_s']:.1f} s"
-               + (f" ({point['error']})" if point.get("error") else ""))
-        _write(out, record)
+    with tqdm(total=len(pending), desc="runs", unit="run", file=sys.stderr, disable=not sys.stderr.isatty(),
+              leave=False) as progress:
+        while pending or running:
+            while pending and len(running) < max_parallel:
+                point = pending.pop(0)
+                shutil.rmtree(out / point["name"], ignore_errors=True)  # a partial run of an earlier sweep
+                running[task.remote(point["scenario"], point["overrides"], str(out / point["name"]))] = point
+            ready, _ = ray.wait(list(running), num_returns=1)
+            point = running.pop(ready[0])
+            point.update(ray.get(ready[0]))
+            progress.update()
+            line = f"sweep: {point['name']}: {point['status']} in {point['wall_s']:.1f} s" \
+                + (f" ({point['error']})" if point.get("error") else "")
+            if progress.disable:
+                report(line)
+            else:  # above the progress line
+                progress.write(line, file=sys.stderr)
+            _write(out, record)
     record["wall_s"] = round(time.perf_counter() - started, 3)
     _write(out, record)
     return record
@@ -160,10 +170,13 @@ def _write(out: Path, record: dict) -> None:
 
 
 def run_dirs(path) -> list:
-    """A sweep directory's complete points, or ``[path]`` for a run directory (or a run's URI)."""
+    """A sweep directory's complete points (a figure's directory stands for its ``runs/``
+    sweep), or ``[path]`` for a run directory (or a run's URI)."""
     if is_uri(path):
         return [path]
     path = Path(path)
+    if not (path / SWEEP_FILE).is_file() and (path / "runs" / SWEEP_FILE).is_file():
+        path = path / "runs"
     record = path / SWEEP_FILE
     if not record.is_file():
         return [path]

@@ -60,7 +60,8 @@ def test_sweep_runs_every_point_records_failures_and_resumes(tmp_path, ray_sessi
     (out / "covering-active_degree-30").unlink()
     assert main(command) == 0  # the same sweep again: only the failed point runs
     err = capsys.readouterr().err
-    assert err.count("complete already, skipped") == 3 and "covering-active_degree-30: complete" in err
+    assert "sweep: 1 run(s) to go (3 complete already, reused), 1 at a time" in err
+    assert err.count(": complete in ") == 1 and "covering-active_degree-30: complete" in err
     assert len(run_dirs(out)) == 4 and run_dirs(SCENARIO) == [SCENARIO]
     other = ["sweep", str(SCENARIO), "--grid", "protocol.covering=lazy", "--out", str(out)]
     assert main(other) == 2  # another sweep's directory

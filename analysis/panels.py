@@ -1,0 +1,360 @@
+"""A figure's panels, drawn from the analysis's metric tables (``REPORT/tables/<metric>``,
+read with pyarrow: no Spark), the way the paper draws its figure.
+
+A panel plots one column ``y`` of one metric table, one line or bar per variant, in one of
+five kinds:
+
+- ``time``: ``y`` over simulated time (``t_s``); the time axis is shared by every time panel
+  of the page and cut to where something happens; a burst narrower than a tenth of the axis
+  gets an inset that zooms on it;
+- ``cdf``: the share of deliveries against ``x`` (hops, delay), as steps;
+- ``bars``: one bar per variant, its value written on it (``relative_to`` divides by one
+  variant's value);
+- ``categories``: grouped bars, one group per value of ``x`` (message kind, broker; ``order:
+  core`` puts the core brokers in their order along the core);
+- ``sweep``: ``y`` against a setting the runs vary, one line per series.
+
+Rows are first filtered by ``where`` (column: value) and, where several remain per variant
+and ``x``, combined by ``reduce`` (sum, max or mean). Variants whose data came out identical
+are drawn once and named together ("S2 = SH: identical"); a panel whose values are all zero
+is not drawn, and the page says so instead.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from analysis import style
+from analysis.style import plt
+
+KINDS = ("time", "cdf", "bars", "categories", "sweep")
+REDUCERS = {"sum": np.sum, "max": np.max, "mean": np.mean}
+BURST_SHARE = 0.1  # a burst above a tenth of its peak, narrower than this share of the axis, gets an inset
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    table: str
+    y: str
+    kind: str = "time"
+    x: str | None = None
+    where: dict = field(default_factory=dict)
+    reduce: str = "sum"
+    scale: str = "linear"
+    variants: tuple[str, ...] = ()  # which variants it draws (default: every one)
+    relative_to: str | None = None
+    order: str | None = None
+
+    @property
+    def x_column(self) -> str | None:
+        return "t_s" if self.kind == "time" else self.x
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The setting a sweep figure varies: its axis label and, per variant, (series, value)."""
+    label: str
+    points: dict[str, tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class _Page:
+    """What every panel of a page shares."""
+    variants: list[str]
+    looks: dict
+    sweep: Sweep | None
+    core: list[str]  # the core brokers in order along the core
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What became of a panel on the page: its letter, and a note when it was not drawn."""
+    letter: str
+    panel: Panel
+    note: str | None = None
+
+
+def check(panel: Panel, variants: list[str]) -> None:
+    """A panel's spec is complete and names known columns and variants (ValueError otherwise)."""
+    if panel.kind not in KINDS:
+        raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {panel.kind!r}")
+    if panel.kind in ("cdf", "categories") and not panel.x:
+        raise ValueError(f"x: a {panel.kind} panel names its x column")
+    if panel.reduce not in REDUCERS:
+        raise ValueError(f"reduce: expected one of {', '.join(REDUCERS)}, got {panel.reduce!r}")
+    if panel.scale not in ("linear", "log"):
+        raise ValueError(f"scale: expected linear or log, got {panel.scale!r}")
+    for column in (panel.y, panel.x_column) if panel.kind != "categories" else (panel.y,):
+        if column is not None and column not in style.MEASURES:
+            raise ValueError(f"{column!r}: no unit or definition known for this column "
+                             "(analysis.style.MEASURES)")
+    unknown = [v for v in (*panel.variants, *([panel.relative_to] if panel.relative_to else [])) if v not in variants]
+    if unknown:
+        raise ValueError(f"variants: {', '.join(unknown)} not among the figure's runs ({', '.join(variants)})")
+
+
+def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, path: Path,
+         sweep: Sweep | None = None) -> list[Drawn]:
+    """Draw ``panels`` on one page at ``path`` from the metric tables under ``tables``;
+    ``runs``: run name in the tables -> variant label, in the figure's order."""
+    variants = list(runs.values())
+    page = _Page(variants, style.styles(variants), sweep, _core_order(tables))
+    data = [_rows(tables, panel, runs) for panel in panels]
+    shown, drawn = [], []
+    for i, (panel, rows) in enumerate(zip(panels, data)):
+        letter = chr(ord("a") + i)
+        note = _nothing_to_draw(panel, rows)
+        drawn.append(Drawn(letter, panel, note))
+        if note is None:
+            shown.append((letter, panel, rows))
+    if not shown:
+        return drawn
+    columns = 1 if len(shown) == 1 else 2
+    lines = -(-len(shown) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(6.2 * columns, 3.9 * lines), squeeze=False)
+    for ax in axes.flat[len(shown):]:
+        ax.set_visible(False)
+    time_range = _shared_time_range([(panel, rows) for _, panel, rows in shown if panel.kind == "time"])
+    for ax, (letter, panel, rows) in zip(axes.flat, shown):
+        _PLOTTERS[panel.kind](ax, panel, rows, page)
+        if panel.kind == "time" and time_range is not None:
+            ax.set_xlim(*time_range)
+            _inset_for_burst(ax, panel, rows, page, time_range)
+        ax.set_title(f"({letter}) {panel.title}", loc="left", fontsize="medium")
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(title, fontsize="large")
+    fig.tight_layout()
+    style.save(fig, path)
+    return drawn
+
+
+def _rows(tables: Path, panel: Panel, runs: dict[str, str]) -> dict[str, list[dict]]:
+    """The panel's rows per variant, filtered by ``where``."""
+    folder = tables / panel.table
+    if not folder.is_dir():
+        raise ValueError(f"table {panel.table!r}: the analysis wrote no such table ({tables})")
+    wanted = set(panel.variants or runs.values())
+    found = defaultdict(list)
+    for row in pq.read_table(folder).to_pylist():
+        variant = runs.get(row.get("run"))
+        if variant in wanted and all(row.get(k) == v for k, v in panel.where.items()):
+            found[variant].append(row)
+    return found
+
+
+def _core_order(tables: Path) -> list[str]:
+    """The core brokers along the core, as the analysis found them (its first run's)."""
+    folder = tables / "core_order"
+    if not folder.is_dir():
+        return []
+    rows = sorted(pq.read_table(folder).to_pylist(), key=lambda r: (r["run"], r["position"]))
+    first = rows[0]["run"] if rows else None
+    return [r["broker"] for r in rows if r["run"] == first]
+
+
+def _nothing_to_draw(panel: Panel, rows: dict[str, list[dict]]) -> str | None:
+    values = [row[panel.y] for variant_rows in rows.values() for row in variant_rows if row.get(panel.y) is not None]
+    if not values:
+        return "no data in any run"
+    if panel.kind != "cdf" and not any(values):
+        return "zero in every run"
+    return None
+
+
+def _points(panel: Panel, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) of one variant, sorted by x, rows at one x combined by ``reduce``."""
+    grouped = defaultdict(list)
+    for row in rows:
+        if row.get(panel.y) is not None:
+            grouped[row[panel.x_column]].append(row[panel.y])
+    xs = sorted(grouped)
+    reduce = REDUCERS[panel.reduce]
+    return np.array(xs, dtype=float), style.measure(panel.y).scale([reduce(grouped[x]) for x in xs])
+
+
+def _value(panel: Panel, rows: list[dict]) -> float | None:
+    values = [row[panel.y] for row in rows if row.get(panel.y) is not None]
+    return float(REDUCERS[panel.reduce](values)) if values else None
+
+
+def _line_panel(ax, panel, rows, page: _Page, step: bool) -> None:
+    variants, looks = page.variants, page.looks
+    series = {v: _points(panel, rows[v]) for v in variants if rows.get(v)}
+    for group in style.identical_groups(series, variants):
+        x, y = series[group[0]]
+        kwargs = looks[group[0]].line_kwargs(markers=len(x) <= 25)
+        label = style.group_label(group)
+        if step:
+            ax.step(x, y, where="post", label=label, **kwargs)
+        else:
+            ax.plot(x, y, label=label, **kwargs)
+    style.label_axis(ax, "x", panel.x_column)
+    style.label_axis(ax, "y", panel.y)
+    if panel.scale == "log":
+        _log_y(ax, panel)
+    elif not step:
+        ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small", framealpha=0.85)
+
+
+def _log_y(ax, panel: Panel) -> None:
+    """Logarithmic y: symmetric around zero for counts (queues of 0 stay on the plot)."""
+    if style.measure(panel.y).integer:
+        ax.set_yscale("symlog", linthresh=1)
+        ax.set_ylim(bottom=0)
+    else:
+        ax.set_yscale("log")
+    style.readable_log(ax)
+
+
+def _time(ax, panel, rows, page: _Page) -> None:
+    _line_panel(ax, panel, rows, page, step=False)
+
+
+def _cdf(ax, panel, rows, page: _Page) -> None:
+    _line_panel(ax, panel, rows, page, step=True)
+    ax.set_ylim(0, 102)
+    if panel.scale == "log":
+        ax.set_xscale("log")
+        style.readable_log(ax, "x")
+
+
+def _bars(ax, panel, rows, page: _Page) -> None:
+    variants, looks = page.variants, page.looks
+    values = {v: _value(panel, rows[v]) for v in variants if rows.get(v)}
+    values = {v: value for v, value in values.items() if value is not None}
+    column = panel.y
+    if panel.relative_to:
+        base = values.get(panel.relative_to)
+        values = {v: value / base for v, value in values.items()} if base else {}
+        column = "relative_cost"
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+    groups = style.identical_groups(values, variants)
+    m = style.measure(column)
+    heights = [float(m.scale(values[g[0]])) for g in groups]
+    positions = np.arange(len(groups))
+    bars = ax.bar(positions, heights, color=[looks[g[0]].colour for g in groups], edgecolor="black", linewidth=0.5)
+    ax.bar_label(bars, labels=[_format(h, m) for h in heights], fontsize="small", padding=2)
+    ax.set_xticks(positions, [" = ".join(g) + ("\n(identical)" if len(g) > 1 else "") for g in groups], rotation=30 if len(groups) > 4 else 0,
+                  ha="right" if len(groups) > 4 else "center", fontsize="small")
+    style.label_axis(ax, "y", column)
+    ax.set_ylim(0, max(heights + [0]) * 1.15 or 1)
+
+
+def _format(value: float, m: style.Measure) -> str:
+    if m.integer:
+        return f"{value:,.0f}"
+    if m.percent:
+        return f"{value:.1f}%"
+    return f"{value:.3g}"
+
+
+def _categories(ax, panel, rows, page: _Page) -> None:
+    variants, looks = page.variants, page.looks
+    totals = defaultdict(list)
+    for variant in variants:
+        for row in rows.get(variant, []):
+            if row.get(panel.y) is not None:
+                totals[variant, row[panel.x]].append(row[panel.y])
+    categories = _category_order(panel, rows, page.core)
+    present = [v for v in variants if rows.get(v)]
+    heights = {v: np.array([float(REDUCERS[panel.reduce](totals[v, c])) if totals[v, c] else 0.0
+                            for c in categories]) for v in present}
+    groups = style.identical_groups(heights, present)
+    width = 0.8 / len(groups)
+    for i, group in enumerate(groups):
+        ax.bar(np.arange(len(categories)) + i * width, style.measure(panel.y).scale(heights[group[0]]), width,
+               color=looks[group[0]].colour, edgecolor="black", linewidth=0.5,
+               label=style.group_label(group))
+    long = max(len(str(c)) for c in categories) > 6 or len(categories) > 8
+    ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
+                  ha="right" if long else "center", fontsize="small")
+    ax.set_xlabel({"kind": "message kind", "broker": "broker"}.get(panel.x, panel.x))
+    style.label_axis(ax, "y", panel.y)
+    if panel.scale == "log":
+        _log_y(ax, panel)
+    ax.legend(fontsize="small", framealpha=0.85)
+
+
+def _category_order(panel: Panel, rows: dict[str, list[dict]], core: list[str]) -> list:
+    """The categories in the variants' rows, sorted; ``order: core``: the core brokers, in
+    their order along the core."""
+    if panel.order == "core":
+        return core
+    return sorted({row[panel.x] for variant_rows in rows.values() for row in variant_rows})
+
+
+def _sweep(ax, panel, rows, page: _Page) -> None:
+    variants, sweep = page.variants, page.sweep
+    if sweep is None:
+        raise ValueError(f"panel {panel.title!r}: a sweep panel needs the figure's sweep: setting")
+    series = defaultdict(list)
+    for variant in variants:
+        value = _value(panel, rows.get(variant, []))
+        if variant in sweep.points and value is not None:
+            name, x = sweep.points[variant]
+            series[name].append((x, value))
+    names = list(dict.fromkeys(sweep.points[v][0] for v in variants if v in sweep.points))
+    series_looks = style.styles(names)
+    lines = {name: tuple(np.array(v, dtype=float) for v in zip(*sorted(series[name]))) for name in names
+             if series[name]}
+    for group in style.identical_groups(lines, names):
+        x, y = lines[group[0]]
+        ax.plot(x, style.measure(panel.y).scale(y), label=style.group_label(group),
+                **series_looks[group[0]].line_kwargs(markers=True))
+    ax.set_xlabel(sweep.label)
+    ax.set_xticks(sorted({x for name in lines for x in lines[name][0]}))
+    style.label_axis(ax, "y", panel.y)
+    if panel.scale == "log":
+        _log_y(ax, panel)
+    else:
+        ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small", framealpha=0.85)
+
+
+_PLOTTERS = {"time": _time, "cdf": _cdf, "bars": _bars, "categories": _categories, "sweep": _sweep}
+
+
+def _shared_time_range(panels: list[tuple[Panel, dict]]) -> tuple[float, float] | None:
+    """From zero to a little past the last sample any time panel shows a non-zero value at."""
+    last = 0.0
+    for panel, rows in panels:
+        for variant_rows in rows.values():
+            for row in variant_rows:
+                if row.get(panel.y):
+                    last = max(last, row["t_s"])
+    return (0.0, last * 1.03) if last > 0 else None
+
+
+def _inset_for_burst(ax, panel: Panel, rows: dict, page: _Page, time_range) -> None:
+    """An inset zoomed on the highest peak when it stands above a tenth of its height for
+    less than a tenth of the time axis (a one-point spike otherwise)."""
+    series = {v: _points(panel, rows[v]) for v in page.variants if rows.get(v)}
+    if not series:
+        return
+    peak_variant = max(series, key=lambda v: series[v][1].max() if len(series[v][1]) else 0)
+    x, y = series[peak_variant]
+    if len(y) < 10 or y.max() <= 0:
+        return
+    high = x[y >= BURST_SHARE * y.max()]
+    width = high[-1] - high[0]
+    span = time_range[1] - time_range[0]
+    if width >= BURST_SHARE * span:
+        return
+    pad = max(width, span / 50)
+    start, end = max(high[0] - pad, time_range[0]), min(high[-1] + 2 * pad, time_range[1])
+    inset = ax.inset_axes([0.56, 0.42, 0.41, 0.5])
+    for v, (vx, vy) in series.items():
+        keep = (vx >= start) & (vx <= end)
+        inset.plot(vx[keep], vy[keep], **page.looks[v].line_kwargs())
+    inset.set_xlim(start, end)
+    inset.tick_params(labelsize="x-small")
+    inset.set_title("zoom on the burst", fontsize="x-small")
+    if ax.get_yscale() != "linear":
+        inset.set_yscale(ax.get_yscale(), **({"linthresh": 1} if ax.get_yscale() == "symlog" else {}))
+    ax.indicate_inset_zoom(inset, edgecolor="grey")

@@ -1,0 +1,189 @@
+"""How every plot of the project looks, written once: a variant's colour, line style and
+marker; what each plotted column is, in which unit and how it is scaled; labels without the
+prefix every run shares; variants that came out identical drawn once; integer ticks for
+counts; readable logarithmic axes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+
+COLOURS = plt.get_cmap("tab10").colors
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+DPI = 110
+
+
+@dataclass(frozen=True)
+class Style:
+    colour: tuple
+    line: str
+    marker: str
+
+    def line_kwargs(self, markers: bool = False) -> dict:
+        return {"color": self.colour, "linestyle": self.line, "marker": self.marker if markers else None,
+                "markersize": 4}
+
+
+def styles(labels: list[str]) -> dict[str, Style]:
+    """One colour, line style and marker per variant, in the order given: the same variant
+    looks the same in every panel of a page, and no two variants differ by colour alone."""
+    return {label: Style(COLOURS[i % len(COLOURS)], LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)])
+            for i, label in enumerate(labels)}
+
+
+def short_labels(labels: list[str]) -> dict[str, str]:
+    """Each label without the prefix (up to a ``-``) that every label shares: a figure's runs
+    are named ``<figure>-<variant>`` and the legend needs only the variant."""
+    if len(labels) < 2:
+        return {label: label for label in labels}
+    prefix = os.path.commonprefix(labels)
+    cut = prefix.rfind("-") + 1
+    if cut == 0 or any(len(label) == cut for label in labels):
+        return {label: label for label in labels}
+    return {label: label[cut:] for label in labels}
+
+
+def identical_groups(values: dict[str, object], labels: list[str]) -> list[list[str]]:
+    """The labels whose values are equal (arrays element by element, within rounding), in
+    groups in label order: a group is drawn once and named "A = B"."""
+    groups: list[list[str]] = []
+    for label in labels:
+        if label not in values:
+            continue
+        for group in groups:
+            if _same(values[group[0]], values[label]):
+                group.append(label)
+                break
+        else:
+            groups.append([label])
+    return groups
+
+
+def _same(a, b) -> bool:
+    a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        if x.shape != y.shape or not np.allclose(x, y, rtol=1e-9, atol=1e-12, equal_nan=True):
+            return False
+    return True
+
+
+def group_label(group: list[str]) -> str:
+    """``S2 = SH: identical`` for a group, the variant's name alone otherwise."""
+    return group[0] if len(group) == 1 else " = ".join(group) + ": identical"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What a plotted column is: the axis label (with its unit), a one-line definition, and
+    how its values are shown (``percent``: a fraction shown as %, ``integer``: counts)."""
+    label: str
+    definition: str
+    integer: bool = False
+    percent: bool = False
+
+    def scale(self, values):
+        return np.asarray(values, dtype=float) * (100.0 if self.percent else 1.0)
+
+
+MEASURES = {
+    "t_s": Measure("simulated time (s)", "virtual time since the run started"),
+    "mean_s": Measure("mean delivery delay (s)", "publication to delivery at the subscriber, mean over the "
+                      "deliveries of each time bucket (by publication time)"),
+    "max_s": Measure("largest delivery delay (s)", "publication to delivery, the largest in each time bucket"),
+    "p90_s": Measure("90th-percentile delivery delay (s)", "publication to delivery, 90th percentile"),
+    "delay_s": Measure("delivery delay (s)", "publication to delivery at the subscriber"),
+    "cdf": Measure("share of deliveries (%)", "deliveries with at most this value", percent=True),
+    "hops": Measure("hops", "broker-to-broker links a publication crossed to reach the subscriber's broker",
+                    integer=True),
+    "max_queue": Measure("input queue (messages)", "the longest input queue a broker had in each time sample",
+                         integer=True),
+    "mean_queue": Measure("mean input queue (messages)", "input-queue length, mean over all brokers per sample"),
+    "mean_core_queue": Measure("mean core input queue (messages)",
+                               "input-queue length, mean over the core brokers per sample"),
+    "mean_prt": Measure("routing-table size (subscriptions)", "subscriptions a broker stores, mean over brokers"),
+    "preserved": Measure("preserved subscriptions", "entries kept as aggregates after an unsubscription, "
+                         "summed over brokers", integer=True),
+    "soft_links": Measure("soft links held", "direct links beyond the primary tree, over all brokers",
+                          integer=True),
+    "mean_uplink": Measure("uplink utilisation (%)", "share of each sample its uplink was sending, mean over "
+                           "brokers", percent=True),
+    "max_uplink": Measure("busiest uplink's utilisation (%)", "share of each sample the busiest broker's uplink "
+                          "was sending", percent=True),
+    "deliveries_per_s": Measure("deliveries per second", "publications delivered to subscribers per second"),
+    "pub_copies_per_s": Measure("publication messages per second", "publication copies sent between brokers "
+                                "per second"),
+    "pure_forward_fraction": Measure("pure forwarding (% of copies)", "publication copies received by a broker "
+                                     "with no local subscriber for them", percent=True),
+    "false_positive_fraction": Measure("false positives (% of copies)", "publication copies sent towards "
+                                       "brokers with no matching subscriber behind them", percent=True),
+    "yield": Measure("yield (%)", "publication copies received by a broker with a local match, of all copies "
+                     "sent between brokers", percent=True),
+    "triggered": Measure("triggered subscriptions", "subscriptions that arrived at a broker because an "
+                         "unsubscription released them", integer=True),
+    "triggered_subs": Measure("triggered subscriptions", "subscription messages an unsubscription released, "
+                              "over all brokers", integer=True),
+    "processed": Measure("messages processed", "messages of each kind processed, over all brokers", integer=True),
+    "utilisation": Measure("input utilisation (%)", "share of the run a broker was busy processing", percent=True),
+    "mean_utilisation": Measure("mean input utilisation (%)", "share of the run a broker was busy processing, "
+                                "mean over brokers", percent=True),
+    "mean_msg_rate": Measure("message rate (messages/s per broker)", "messages a broker processed per second "
+                             "of the run, mean over brokers"),
+    "control_share": Measure("relocation control messages (%)", "the relocation protocol's own messages, of "
+                             "all messages processed", percent=True),
+    "migrations": Measure("publisher migrations", "publishers moved to another broker", integer=True),
+    "mean_wait_s": Measure("migration wait (s)", "a migrating publisher held back, from decision to resuming"),
+    "planned_copies_per_publication": Measure("communication cost (copies per publication)",
+                                              "publication copies between brokers per publication, once a plan "
+                                              "is active"),
+    "copies_per_publication": Measure("communication cost (copies per publication)",
+                                      "publication copies between brokers per publication, whole run"),
+    "relative_cost": Measure("cost relative to OPT", "copies per publication divided by OPT's"),
+    "clusters": Measure("trees", "dissemination trees of the last plan (cluster 0 included)", integer=True),
+    "sample": Measure("sampling factor", "share of the documents the plan is computed from"),
+    "mean_hops": Measure("mean hops", "broker-to-broker links per delivery, mean"),
+    "deliveries": Measure("deliveries", "publications delivered to subscribers", integer=True),
+    "peak_queue": Measure("peak input queue (messages)", "the longest input queue any broker had", integer=True),
+    "final_mean_prt": Measure("routing-table size at the end (subscriptions)", "subscriptions a broker stores "
+                              "at the end of the run, mean over brokers"),
+    "delivered_fraction": Measure("delivered (% of expected)", "deliveries made of those the oracle expects",
+                                  percent=True),
+}
+
+
+def measure(column: str) -> Measure:
+    """The column's measure; a column without one is a mistake in a figure file or a plot."""
+    try:
+        return MEASURES[column]
+    except KeyError:
+        raise KeyError(f"no measure for column {column!r}: add it to analysis.style.MEASURES") from None
+
+
+def label_axis(ax, axis: str, column: str) -> None:
+    """The axis's label with its unit; integer ticks for counts; percentages as such."""
+    m = measure(column)
+    getattr(ax, f"set_{axis}label")(m.label)
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    if m.integer:
+        target.set_major_locator(MaxNLocator(integer=True))
+
+
+def readable_log(ax, axis: str = "y") -> None:
+    """A logarithmic axis labelled with plain numbers (1, 10, 100, 1,000) rather than powers."""
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+
+
+def save(fig, path) -> None:
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
