@@ -20,7 +20,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the project
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from analysis import metrics, plots  # noqa: E402
+from analysis import metrics, plots, style  # noqa: E402
 from analysis.report import write_report  # noqa: E402
 from analysis.runs import Run, RunError, check_runs, read_tables  # noqa: E402
 
@@ -189,7 +189,12 @@ def _core(orders: dict[str, list[str]], runs) -> list[str]:
     return []
 
 
-def _figures(c: dict, core: list[str], labels: list[str], out: Path) -> dict[str, Path]:
+def _figures(collected: dict, core: list[str], labels: list[str], out: Path) -> dict[str, Path]:
+    """The report's plots, runs named without the prefix they all share."""
+    names = style.short_labels(labels)
+    c = {metric: [{**row, "run": names.get(row["run"], row["run"])} if "run" in row else row for row in rows]
+         for metric, rows in collected.items()}
+    labels = [names[label] for label in labels]
     drawn = {
         "Delivery delay over time": plots.delay_over_time(c["delay_over_time"], labels, out / "delay_over_time.png"),
         "Delivery delay distribution": plots.delay_cdf(c["delay_distribution"], labels, out / "delay_cdf.png"),

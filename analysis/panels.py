@@ -357,4 +357,6 @@ def _inset_for_burst(ax, panel: Panel, rows: dict, page: _Page, time_range) -> N
     inset.set_title("zoom on the burst", fontsize="x-small")
     if ax.get_yscale() != "linear":
         inset.set_yscale(ax.get_yscale(), **({"linthresh": 1} if ax.get_yscale() == "symlog" else {}))
+        style.readable_log(inset)
     ax.indicate_inset_zoom(inset, edgecolor="grey")
+    ax.legend(loc="upper left", fontsize="small", framealpha=0.85)  # the inset takes the upper right

@@ -14,11 +14,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from analysis import style  # noqa: E402
 
 
 def _colours(labels: list[str]) -> dict[str, tuple]:
-    palette = plt.get_cmap("tab10")
-    return {label: palette(i % 10) for i, label in enumerate(labels)}
+    return {label: look.colour for label, look in style.styles(labels).items()}
 
 
 def _series(rows: list[dict], x: str, y: str, **where) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -38,14 +40,22 @@ def _save(fig, path: Path) -> Path:
 
 
 def _queue_axis(ax) -> None:
-    """Symmetric-log queue axis from zero, at least up to one message."""
-    ax.set_yscale("symlog")
-    ax.set_ylim(0, max(ax.get_ylim()[1], 1))
+    """A queue axis from zero: linear with whole messages while queues stay short, else
+    symmetric-log labelled in plain numbers."""
+    top = max(ax.get_ylim()[1], 1)
+    if top > 50:
+        ax.set_yscale("symlog", linthresh=1)
+        style.readable_log(ax)
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, top)
 
 
 def _roles(rows: list[dict]) -> list[str]:
-    """The roles in ``rows``, ``all`` first."""
-    return sorted({r["role"] for r in rows}, key=lambda role: (role != "all", role))
+    """The roles in ``rows``, ``all`` first; a role that every broker has (its rows repeat
+    ``all``'s) is left out."""
+    roles = sorted({r["role"] for r in rows}, key=lambda role: (role != "all", role))
+    return roles[:1] if len(roles) == 2 and roles[0] == "all" else roles
 
 
 def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours) -> None:
@@ -54,7 +64,9 @@ def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours)
     for i, label in enumerate(labels):
         ax.bar(np.arange(len(categories)) + i * width, [height(label, c) for c in categories], width,
                color=colours[label], label=label)
-    ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories)
+    long = len(categories) > 6 or max(len(str(c)) for c in categories) > 8
+    ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
+                  ha="right" if long else "center")
 
 
 def _lines(ax, labels, series, colours, **style) -> bool:
@@ -224,11 +236,11 @@ def utilisation(rows, labels, path: Path):
     colours = _colours(labels)
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for label in labels:
-        values = sorted((r["utilisation"] for r in rows if r["run"] == label), reverse=True)
+        values = sorted((100 * r["utilisation"] for r in rows if r["run"] == label), reverse=True)
         if values:
             ax.plot(np.arange(1, len(values) + 1), values, color=colours[label], label=label, marker=".")
     ax.set(title="Broker utilisation (busy time / simulated time), brokers ranked",
-           xlabel="broker rank", ylabel="utilisation")
+           xlabel="broker rank", ylabel="input utilisation (%)")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize="small")
     return _save(fig, path)
@@ -266,13 +278,18 @@ def forwarding(rows, labels, path: Path):
         return None
     colours = _colours(labels)
     value = {(r["run"], r["role"]): r for r in rows}
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, column, title in ((axes[0], "false_positive_fraction", "False-positive publication copies"),
-                              (axes[1], "pure_forward_fraction", "Pure-forwarder publication copies")):
-        _grouped_bars(ax, roles, labels, lambda label, role: (value.get((label, role)) or {}).get(column) or 0,
-                      colours)
-        ax.set(title=title, xlabel="broker role", ylabel="fraction of copies")
-    axes[0].legend(fontsize="small")
+    panels = [(column, title) for column, title in (
+        ("false_positive_fraction", "False-positive publication copies"),
+        ("pure_forward_fraction", "Pure-forwarder publication copies")) if any(r[column] for r in rows)]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for ax, (column, title) in zip(axes[0], panels):
+        _grouped_bars(ax, roles, labels,
+                      lambda label, role: 100 * ((value.get((label, role)) or {}).get(column) or 0), colours)
+        ax.set(title=title + ("" if len(panels) == 2 else " (no false positives in any run)"),
+               xlabel="broker role", ylabel="share of copies (%)")
+    axes[0, 0].legend(fontsize="small")
     return _save(fig, path)
 
 

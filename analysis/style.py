@@ -121,6 +121,8 @@ MEASURES = {
     "max_uplink": Measure("busiest uplink's utilisation (%)", "share of each sample the busiest broker's uplink "
                           "was sending", percent=True),
     "deliveries_per_s": Measure("deliveries per second", "publications delivered to subscribers per second"),
+    "pub_copies": Measure("publication messages", "publication copies sent between brokers, over the brokers of "
+                          "each tier", integer=True),
     "pub_copies_per_s": Measure("publication messages per second", "publication copies sent between brokers "
                                 "per second"),
     "pure_forward_fraction": Measure("pure forwarding (% of copies)", "publication copies received by a broker "

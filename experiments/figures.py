@@ -46,7 +46,7 @@ KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_keeps", "sweep
         "plots")
 RUN_KEYS = ("scenario", "set", "small", "series")
 SETUP_KEYS = ("paper", "ours", "small", "why")
-SILENT = ("n.s.", "not stated")  # how a setup entry says the paper is silent
+SILENT = ("n.s.", "not stated", "ambiguous")  # how a setup entry says the paper is silent or unclear
 PANEL_KEYS = ("title", "table", "y", "kind", "x", "where", "reduce", "scale", "variants", "relative_to", "order")
 
 

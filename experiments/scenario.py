@@ -4,6 +4,7 @@ the file and the key (or trace line) and what was expected, before anything runs
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import difflib
@@ -144,67 +145,111 @@ def _merge(defaults: dict, given: dict) -> dict:
     return merged
 
 
-def _check_keys(data: dict, schema: dict, prefix: str, path: Path) -> None:
+def _check_keys(data: dict, schema: dict, prefix: str, path: Path, errors: "_Errors") -> None:
     for key, value in data.items():
         where = f"{path}: {prefix}{key}"
         if key not in schema:
             close = difflib.get_close_matches(str(key), list(schema), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(schema)})"
-            raise InputError(f"{where}: unknown key{hint}")
+            errors.add(f"{where}: unknown key{hint}")
+            continue
         expected = schema[key]
         if isinstance(expected, dict):
             if not isinstance(value, dict):
-                raise InputError(f"{where}: expected a mapping")
-            _check_keys(value, expected, f"{prefix}{key}.", path)
+                errors.add(f"{where}: expected a mapping")
+            else:
+                _check_keys(value, expected, f"{prefix}{key}.", path, errors)
         elif expected in (str, int, dict) and value is not None:
             if not isinstance(value, expected) or isinstance(value, bool):
-                raise InputError(f"{where}: expected {_NAMES[expected]}, got {value!r}")
+                errors.add(f"{where}: expected {_NAMES[expected]}, got {value!r}")
+
+
+class _Errors:
+    """A scenario's errors, collected so that one message names every one of them."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.messages.append(message)
+
+    @contextlib.contextmanager
+    def check(self):
+        """Run a check; its InputError is recorded and the next check runs."""
+        try:
+            yield
+        except InputError as exc:
+            self.add(str(exc))
+
+    def raise_any(self) -> None:
+        if len(self.messages) == 1:
+            raise InputError(self.messages[0])
+        if self.messages:
+            raise InputError(f"{len(self.messages)} errors:\n  " + "\n  ".join(self.messages))
 
 
 _NAMES = {str: "a string", int: "an integer", dict: "a mapping"}
 
 
 def validate(raw: dict, path: Path) -> dict:
-    """Check keys and values; returns the scenario with defaults filled in."""
+    """Check keys and values; returns the scenario with defaults filled in. Every error is
+    reported at once (InputError naming each), as far as the keys' structure allows."""
+    errors = _Errors()
     for required in ("name", "topology", "workload"):
         if required not in raw:
-            raise InputError(f"{path}: missing required key {required!r}")
-    _check_keys(raw, SCHEMA, "", path)
+            errors.add(f"{path}: missing required key {required!r}")
+    _check_keys(raw, SCHEMA, "", path, errors)
+    errors.raise_any()  # the checks below read a scenario of the schema's shape
     scenario = _merge(DEFAULTS, raw)
+    for check in (_check_identity, _check_sections):
+        with errors.check():
+            check(scenario, path)
+    _check_runtime(scenario, path, errors)
+    protocol = scenario["protocol"]
+    for key, resolve_setting in (("pruning", _pruning), ("soft_links", _soft_links), ("relocation", _relocation),
+                                 ("multitree", _multitree)):
+        with errors.check():
+            protocol[key] = resolve_setting(protocol, path)
+    errors.raise_any()
+    return scenario
+
+
+def _check_identity(scenario: dict, path: Path) -> None:
     if not scenario["name"]:
         raise InputError(f"{path}: name: must not be empty")
     if scenario["seed"] < 0:
         raise InputError(f"{path}: seed: expected a non-negative integer")
+
+
+def _check_sections(scenario: dict, path: Path) -> None:
     _exactly_one(scenario["topology"], ("edgelist", "generator"), "topology", path)
     _exactly_one(scenario["workload"], ("trace", "generator"), "workload", path)
-    runtime = scenario["runtime"]
-    hosts = runtime["hosts"]
-    if not (hosts in ("all", "auto") or (isinstance(hosts, int) and not isinstance(hosts, bool) and hosts >= 0)):
-        raise InputError(f"{path}: runtime.hosts: expected 0, a positive number, 'all' or 'auto', got {hosts!r}")
-    cpus = runtime["cpus_per_host"]
-    if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus < 0:
-        raise InputError(f"{path}: runtime.cpus_per_host: expected a non-negative number of CPUs, got {cpus!r}")
-    if scenario["output"]["collect"] not in ("hosts", "driver"):
-        raise InputError(f"{path}: output.collect: expected 'hosts' (they write the run directory) or 'driver' "
-                         f"(it writes what they send), got {scenario['output']['collect']!r}")
-    if runtime["max_recoveries"] < 0:
-        raise InputError(f"{path}: runtime.max_recoveries: expected a non-negative integer")
-    if runtime["mailbox"]["capacity"] < 1:
-        raise InputError(f"{path}: runtime.mailbox.capacity: expected at least 1")
-    if runtime["mailbox"]["overflow"] not in ("drop", "block"):
-        raise InputError(f"{path}: runtime.mailbox.overflow: expected 'drop' or 'block', got "
-                         f"{runtime['mailbox']['overflow']!r}")
     if not isinstance(scenario["protocol"]["check_conformance"], bool):
         raise InputError(f"{path}: protocol.check_conformance: expected true or false")
     for key, choices in MIXINS.items():
         if scenario["protocol"][key] not in choices:
             raise InputError(f"{path}: protocol.{key}: expected one of {', '.join(choices)}, "
                              f"got {scenario['protocol'][key]!r}")
-    scenario["protocol"]["pruning"] = _pruning(scenario["protocol"], path)
-    scenario["protocol"]["soft_links"] = _soft_links(scenario["protocol"], path)
-    scenario["protocol"]["relocation"] = _relocation(scenario["protocol"], path)
-    scenario["protocol"]["multitree"] = _multitree(scenario["protocol"], path)
-    return scenario
+
+
+def _check_runtime(scenario: dict, path: Path, errors: _Errors) -> None:
+    runtime = scenario["runtime"]
+    hosts = runtime["hosts"]
+    if not (hosts in ("all", "auto") or (isinstance(hosts, int) and not isinstance(hosts, bool) and hosts >= 0)):
+        errors.add(f"{path}: runtime.hosts: expected 0, a positive number, 'all' or 'auto', got {hosts!r}")
+    cpus = runtime["cpus_per_host"]
+    if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus < 0:
+        errors.add(f"{path}: runtime.cpus_per_host: expected a non-negative number of CPUs, got {cpus!r}")
+    if scenario["output"]["collect"] not in ("hosts", "driver"):
+        errors.add(f"{path}: output.collect: expected 'hosts' (they write the run directory) or 'driver' "
+                   f"(it writes what they send), got {scenario['output']['collect']!r}")
+    if runtime["max_recoveries"] < 0:
+        errors.add(f"{path}: runtime.max_recoveries: expected a non-negative integer")
+    if runtime["mailbox"]["capacity"] < 1:
+        errors.add(f"{path}: runtime.mailbox.capacity: expected at least 1")
+    if runtime["mailbox"]["overflow"] not in ("drop", "block"):
+        errors.add(f"{path}: runtime.mailbox.overflow: expected 'drop' or 'block', got "
+                   f"{runtime['mailbox']['overflow']!r}")
 
 
 def _given_mapping(protocol: dict, key: str, example: str, path: Path) -> dict | None:

@@ -86,8 +86,11 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
     record = _record(sweep_points, out)
     pending = [p for p in record["points"] if p["status"] != "complete"]
     done = len(record["points"]) - len(pending)
+    if not pending:
+        report(f"sweep: all {done} run(s) in {out} complete already, reused")
+        return record
     report(f"sweep: {len(pending)} run(s) to go" + (f" ({done} complete already, reused)" if done else "")
-           + f", {min(max_parallel, len(pending) or 1)} at a time, into {out}")
+           + f", {min(max_parallel, len(pending))} at a time, into {out}")
     _ray(address)
     task = ray.remote(num_cpus=1)(_run_point)
     running: dict = {}

@@ -1,9 +1,12 @@
 """``pubsub-emu figure``: every figure's test-sized runs and report, and its input errors."""
+import re
+
 import pytest
 
 from experiments import figures
 from experiments.cli import main
 from experiments.scenario import resolve
+from protocols.errors import InputError
 from tests.conftest import PROJECT_ROOT
 
 SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
@@ -45,16 +48,40 @@ def test_every_figure_resolves():
             figures.check(figure, small=False)
 
 
+def test_every_figure_states_its_setup_and_draws_its_papers_panels():
+    for name in figures.names():
+        figure = figures.load(name)
+        assert figure.paper and figure.paper_figure and figure.small_keeps, name
+        assert figure.setup and figure.panels and figure.summary, name
+        assert all(s.why for s in figure.setup if s.departs), name
+        assert figure.sweep_key is None or set(figure.series) == set(figure.runs), name
+
+
 def test_listing_and_input_errors(tmp_path, capsys):
     assert main(["figure", "--list"]) == 0
     listed = capsys.readouterr().out
     assert all(f"{name}: " in listed for name in figures.names())
-    assert main(["figure", "no_such_figure"]) == 2
-    assert "no such figure" in capsys.readouterr().err
+    assert main(["figure", "softlinks_dens"]) == 2
+    assert "no such figure; did you mean 'softlinks_dense'?" in capsys.readouterr().err
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "file").write_text("x")
     assert main(["figure", "burst_covering", "--out", str(tmp_path / "taken")]) == 2
+    assert main(["figure", "burst_covering", "--out", str(tmp_path / "taken"), "--force"]) == 2
+    assert "holds no figure's runs" in capsys.readouterr().err
+    assert (tmp_path / "taken" / "file").exists()  # --force removes only a figure's own output
     assert main(["figure"]) == 2
+
+
+def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "FIGURE_DIR", tmp_path)
+    good = (PROJECT_ROOT / "experiments" / "figures" / "softlinks_dense.yaml").read_text()
+    for mistake, message in ((good.replace("kind: cdf", "kind: pie", 1), "kind: expected one of"),
+                             (good.replace("y: yield", "y: yeild", 1), "no unit or definition"),
+                             (good.replace("summary: [", "summary: [no_column, ", 1), "unknown column(s) no_column"),
+                             (good.replace("paper_figure:", "paper_figures:", 1), "did you mean 'paper_figure'")):
+        (tmp_path / "bad.yaml").write_text(mistake)
+        with pytest.raises(InputError, match=re.escape(message)):
+            figures.load("bad")
 
 
 @pytest.mark.ray
@@ -67,10 +94,33 @@ def test_figure_small_runs_and_reports(name, tmp_path, capsys, ray_session, anal
     page = (out / "figure.md").read_text()
     assert capsys.readouterr().out.strip().endswith(str(out / "figure.md"))
     for label in figure.runs:
-        assert f"| {name}-{label} |" in page
+        assert f"| {label} |" in page
         assert (out / "runs" / label / "manifest.json").is_file()
-    shown = [title for title in figure.plots if f"## {title}" in page]
-    assert shown, "the figure shows none of its plots"
-    for title in shown:
-        image = page.split(f"## {title}\n\n![{title}](", 1)[1].split(")", 1)[0]
-        assert (out / image).stat().st_size > 5000
+    assert "![" in page and (out / "figure.png").stat().st_size > 20_000
+    captions = [line for line in page.splitlines() if line.startswith("- (")]
+    assert len(captions) == len(figure.panels)
+    assert sum("not drawn" not in c for c in captions) >= 2, "the figure draws fewer than two of its panels"
+    assert "## Setup: the paper's and ours" in page and "| setting | paper | ours | test-sized |" in page
+    assert "brokers" in page.split("\n\n")[2]  # the runs' real size
+    assert "## The generic report" in page
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_figure_reuses_complete_runs_and_force_starts_over(tmp_path, capsys, ray_session, analysis_in_session):
+    out = tmp_path / "figure"
+    command = ["figure", "relocation_enterprise", "--small", "--out", str(out)]
+    assert main(command) == 0
+    manifests = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/manifest.json")}
+    (out / "report" / "stale").write_text("from the first call")
+    capsys.readouterr()
+    assert main(command) == 0
+    assert "all 4 run(s) in" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in manifests} == manifests
+    assert not (out / "report" / "stale").exists()  # the analysis is redone
+    assert main([*command, "--force"]) == 0
+    assert "4 run(s) to go" in capsys.readouterr().err
+    assert all(p.stat().st_mtime_ns != t for p, t in manifests.items())
+    assert main(["analyze", str(out), "--out", str(tmp_path / "again")]) == 0  # a figure's directory: its runs
+    summary = (tmp_path / "again" / "summary.csv").read_text()
+    assert all(f"relocation_enterprise-{label}," in summary for label in ("static", "pop", "grape_load", "grape_delay"))

@@ -1,0 +1,106 @@
+"""The rules every figure's panels follow (analysis/style.py, analysis/panels.py), on
+hand-made metric tables: identical variants drawn once and named, no all-zero panel, no
+shared prefix in legends, a unit for every plotted column, integer ticks for counts."""
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from analysis import panels, style
+from analysis.panels import Panel, Sweep
+
+RUNS = {"fig-S0": "S0", "fig-S1": "S1", "fig-S2": "S2", "fig-SH": "SH"}
+
+
+def _write(tables, name, rows):
+    folder = tables / name
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), folder / "part-0.parquet")
+
+
+@pytest.fixture
+def tables(tmp_path):
+    root = tmp_path / "tables"
+    over_time = []
+    for run, slope in (("fig-S0", 3), ("fig-S1", 2), ("fig-S2", 1), ("fig-SH", 1)):
+        over_time += [{"run": run, "t_s": float(t), "pub_copies_per_s": float(slope * t)} for t in range(20)]
+    _write(root, "throughput", over_time)
+    _write(root, "summary", [{"run": run, "false_positive_fraction": 0.0, "yield": y, "max_s": m}
+                             for run, y, m in (("fig-S0", 0.4, 2.0), ("fig-S1", 0.45, 1.0), ("fig-S2", 0.5, 1.0),
+                                               ("fig-SH", 0.5, 0.5))])
+    return root
+
+
+def _legend(ax):
+    return [text.get_text() for text in ax.get_legend().get_texts()]
+
+
+def test_identical_variants_are_drawn_once_and_named_together(tables):
+    panel = Panel("traffic", "throughput", "pub_copies_per_s")
+    rows = panels._rows(tables, panel, RUNS)
+    fig, ax = style.plt.subplots()
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [])
+    panels._time(ax, panel, rows, page)
+    assert _legend(ax) == ["S0", "S1", "S2 = SH: identical"]
+    assert len(ax.lines) == 3
+    style.plt.close(fig)
+
+
+def test_a_panel_of_zeros_is_not_drawn_and_the_page_says_so(tables, tmp_path):
+    spec = [Panel("False positives", "summary", "false_positive_fraction", kind="bars"),
+            Panel("Yield", "summary", "yield", kind="bars"),
+            Panel("traffic", "throughput", "pub_copies_per_s")]
+    drawn = panels.draw(spec, tables, RUNS, "title", tmp_path / "page.png")
+    assert [(d.letter, d.note) for d in drawn] == [("a", "zero in every run"), ("b", None), ("c", None)]
+    assert (tmp_path / "page.png").stat().st_size > 10_000
+
+
+def test_bars_merge_identical_variants_and_divide_by_a_reference(tables):
+    fig, ax = style.plt.subplots()
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [])
+    panel = Panel("Largest delay", "summary", "max_s", kind="bars", relative_to="S0")
+    panels._bars(ax, panel, panels._rows(tables, panel, RUNS), page)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["S0", "S1 = S2\n(identical)", "SH"]
+    assert [round(p.get_height(), 3) for p in ax.patches] == [1.0, 0.5, 0.25]
+    style.plt.close(fig)
+
+
+def test_a_sweep_draws_one_line_per_series_against_the_setting(tables):
+    fig, ax = style.plt.subplots()
+    sweep = Sweep("unsubscriptions", {"S0": ("active", 100), "S1": ("active", 200), "S2": ("selective", 100),
+                                      "SH": ("selective", 200)})
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), sweep, [])
+    panel = Panel("Largest delay", "summary", "max_s", kind="sweep")
+    panels._sweep(ax, panel, panels._rows(tables, panel, RUNS), page)
+    assert _legend(ax) == ["active", "selective"]
+    assert [list(line.get_ydata()) for line in ax.lines] == [[2.0, 1.0], [1.0, 0.5]]
+    assert ax.get_xlabel() == "unsubscriptions"
+    style.plt.close(fig)
+
+
+def test_labels_lose_the_prefix_every_run_shares():
+    assert style.short_labels(["softlinks_dense-S0", "softlinks_dense-S1"]) == {
+        "softlinks_dense-S0": "S0", "softlinks_dense-S1": "S1"}
+    assert style.short_labels(["a-b", "c-d"]) == {"a-b": "a-b", "c-d": "c-d"}
+    assert style.short_labels(["x-1", "x-"]) == {"x-1": "x-1", "x-": "x-"}  # a label would be empty
+
+
+def test_every_variant_differs_by_more_than_colour():
+    looks = list(style.styles([f"v{i}" for i in range(8)]).values())
+    assert len({(look.line, look.marker) for look in looks}) == 8
+
+
+def test_a_panel_must_name_a_column_with_a_unit():
+    with pytest.raises(ValueError, match="no unit or definition"):
+        panels.check(Panel("x", "summary", "made_up_column"), ["a"])
+    with pytest.raises(ValueError, match="not among the figure's runs"):
+        panels.check(Panel("x", "summary", "max_s", kind="bars", relative_to="OPT"), ["a"])
+    assert all(m.label and m.definition for m in style.MEASURES.values())
+
+
+def test_counts_get_integer_ticks():
+    fig, ax = style.plt.subplots()
+    ax.plot([0, 1], [0, 3])
+    style.label_axis(ax, "y", "hops")
+    assert all(float(t).is_integer() for t in ax.get_yticks())
+    assert ax.get_ylabel() == "hops"
+    style.plt.close(fig)
