@@ -203,7 +203,13 @@ def _line_panel(ax, panel, rows, page: _Page, step: bool) -> None:
 
 
 def _log_y(ax, panel: Panel) -> None:
-    """Logarithmic y: symmetric around zero for counts (queues of 0 stay on the plot)."""
+    """Logarithmic y where the values span a decade or more: symmetric around zero for counts
+    (queues of 0 stay on the plot); linear from zero otherwise."""
+    values = np.concatenate([line.get_ydata() for line in ax.lines] + [[p.get_height() for p in ax.patches]])
+    positive = values[values > 0]
+    if not len(positive) or positive.max() < 10 * positive.min():
+        ax.set_ylim(bottom=0)
+        return
     if style.measure(panel.y).integer:
         ax.set_yscale("symlog", linthresh=1)
         ax.set_ylim(bottom=0)
@@ -332,16 +338,16 @@ def _shared_time_range(panels: list[tuple[Panel, dict]]) -> tuple[float, float] 
 
 
 def _inset_for_burst(ax, panel: Panel, rows: dict, page: _Page, time_range) -> None:
-    """An inset zoomed on the highest peak when it stands above a tenth of its height for
-    less than a tenth of the time axis (a one-point spike otherwise)."""
+    """An inset zoomed on the peaks when every variant's values above a tenth of the highest
+    fall within a tenth of the time axis (a one-point spike otherwise)."""
     series = {v: _points(panel, rows[v]) for v in page.variants if rows.get(v)}
     if not series:
         return
-    peak_variant = max(series, key=lambda v: series[v][1].max() if len(series[v][1]) else 0)
-    x, y = series[peak_variant]
+    x = np.concatenate([vx for vx, _ in series.values()])
+    y = np.concatenate([vy for _, vy in series.values()])
     if len(y) < 10 or y.max() <= 0:
         return
-    high = x[y >= BURST_SHARE * y.max()]
+    high = np.sort(x[y >= BURST_SHARE * y.max()])  # over every variant: one burst, or several apart
     width = high[-1] - high[0]
     span = time_range[1] - time_range[0]
     if width >= BURST_SHARE * span:
@@ -358,5 +364,7 @@ def _inset_for_burst(ax, panel: Panel, rows: dict, page: _Page, time_range) -> N
     if ax.get_yscale() != "linear":
         inset.set_yscale(ax.get_yscale(), **({"linthresh": 1} if ax.get_yscale() == "symlog" else {}))
         style.readable_log(inset)
+    if ax.get_ylim()[0] == 0:
+        inset.set_ylim(bottom=0)
     ax.indicate_inset_zoom(inset, edgecolor="grey")
     ax.legend(loc="upper left", fontsize="small", framealpha=0.85)  # the inset takes the upper right

@@ -13,7 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
 COLOURS = plt.get_cmap("tab10").colors
 LINE_STYLES = ("-", "--", "-.", ":")
@@ -145,10 +145,10 @@ MEASURES = {
                              "all messages processed", percent=True),
     "migrations": Measure("publisher migrations", "publishers moved to another broker", integer=True),
     "mean_wait_s": Measure("migration wait (s)", "a migrating publisher held back, from decision to resuming"),
-    "planned_copies_per_publication": Measure("communication cost (copies per publication)",
+    "planned_copies_per_publication": Measure("cost (copies per publication)",
                                               "publication copies between brokers per publication, once a plan "
                                               "is active"),
-    "copies_per_publication": Measure("communication cost (copies per publication)",
+    "copies_per_publication": Measure("cost (copies per publication)",
                                       "publication copies between brokers per publication, whole run"),
     "relative_cost": Measure("cost relative to OPT", "copies per publication divided by OPT's"),
     "clusters": Measure("trees", "dissemination trees of the last plan (cluster 0 included)", integer=True),
@@ -183,7 +183,12 @@ def label_axis(ax, axis: str, column: str) -> None:
 def readable_log(ax, axis: str = "y") -> None:
     """A logarithmic axis labelled with plain numbers (1, 10, 100, 1,000) rather than powers."""
     target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+    target.set_major_formatter(plain)
+    low, high = (ax.get_xlim() if axis == "x" else ax.get_ylim())
+    few_decades = low > 0 and high / low < 100  # label the 2, 3, 5 between too
+    target.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else "")
+                               if few_decades else NullFormatter())
 
 
 def save(fig, path) -> None:

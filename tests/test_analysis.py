@@ -2,6 +2,7 @@
 with pandas and networkx (a different algorithm for false positives), plus a hand-made run
 whose false positives and pure forwarders are counted by hand."""
 import json
+import os
 import subprocess
 import sys
 
@@ -78,11 +79,20 @@ def analysed(tmp_path_factory):
     _hand_made_run(runs["hand"])
     out = root / "report"
     uri = {label: f"file://{path}" if label == spec.name else str(path) for label, path in runs.items()}
+    # the first python3 on the PATH is one without pyarrow, as outside an activated virtual
+    # environment: the job must run with the interpreter that started it
+    no_pyarrow = root / "bin"
+    no_pyarrow.mkdir()
+    for name in ("python3", "python"):
+        (no_pyarrow / name).write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'pyarrow'\" >&2\nexit 1\n")
+        (no_pyarrow / name).chmod(0o755)
+    environment = {**os.environ, "PATH": f"{no_pyarrow}{os.pathsep}{os.environ['PATH']}"}
+    environment.pop("PYSPARK_PYTHON", None)
     result = subprocess.run(
         # one run named by its file:// URI: the job reads run directories through pyarrow's filesystems
         [sys.executable, "-m", "experiments.cli", "analyze", *uri.values(), "--out", str(out),
          "--bucket", str(BUCKET_S), "--driver-memory", "1g"],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=environment)
     assert result.returncode == 0, result.stderr[-3000:]
     return runs, out
 
@@ -231,6 +241,7 @@ def test_report_and_plots_exist(analysed):
     assert len(images) >= 9 and all(p.stat().st_size > 5000 for p in images)
     for image in images:
         assert f"]({image.name})" in report
+    assert "analysis: summary: " in (out / "analysis.log").read_text()  # Spark's output kept out of the terminal
 
 
 @pytest.mark.slow
@@ -405,3 +416,14 @@ def test_a_failed_run_leaves_no_class_archive_and_it_can_be_turned_off(cache_hom
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
     monkeypatch.setenv("PUBSUB_EMU_CLASS_ARCHIVE", "off")
     assert submit._class_archive() is None
+
+
+def test_a_failed_job_is_named_by_its_cause(tmp_path):
+    log = tmp_path / "analysis.log"
+    log.write_text("Using Spark's default log4j profile\nTraceback (most recent call last):\n  File \"job.py\"\n"
+                   "ModuleNotFoundError: No module named 'pyarrow'\n26/11/28 WARN ShutdownHookManager: deleting\n")
+    assert submit.failure_cause(log) == "ModuleNotFoundError: No module named 'pyarrow'"
+    log.write_text("pyspark.errors.exceptions.captured.AnalysisException: [UNRESOLVED_COLUMN] x\n")
+    assert submit.failure_cause(log).startswith("pyspark.errors.exceptions.captured.AnalysisException: ")
+    log.write_text("analysis: error: /runs/x: run status is 'failed', not 'complete'\n")
+    assert submit.failure_cause(log) == "/runs/x: run status is 'failed', not 'complete'"

@@ -220,6 +220,29 @@ def test_bad_overrides_and_out_directory(tmp_path, capsys):
     assert "scenario file not found" in capsys.readouterr().err
 
 
+def test_every_error_of_a_scenario_is_listed_at_once(tmp_path, capsys):
+    path = tmp_path / "scenario.yaml"
+    data = scenario()
+    data["topolgy"] = data.pop("topology")
+    data["runtime"] = {"hots": 2}
+    path.write_text(json.dumps(data))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pubsub-emu: error: 3 errors:\n")
+    assert "missing required key 'topology'" in err and "topolgy: unknown key; did you mean 'topology'?" in err
+    assert "runtime.hots: unknown key; did you mean 'hosts'?" in err
+    data = scenario()
+    data["protocol"] = {"covering": "actve", "pruning": {"variant": "selective"}}
+    data["runtime"] = {"hosts": -1, "mailbox": {"capacity": 0}}
+    path.write_text(json.dumps(data))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pubsub-emu: error: 4 errors:\n") and "Traceback" not in err
+    for message in ("protocol.covering: expected one of", "runtime.hosts: expected 0", "runtime.mailbox.capacity",
+                    "protocol.pruning: needs protocol.covering active or packing"):
+        assert message in err
+
+
 def test_extends_merges_mapping_by_mapping(tmp_path):
     from experiments.scenario import load
 
