@@ -195,7 +195,7 @@ def _line_panel(ax, panel, rows, page: _Page, step: bool) -> None:
             ax.plot(x, y, label=label, **kwargs)
     style.label_axis(ax, "x", panel.x_column)
     style.label_axis(ax, "y", panel.y)
-    if panel.scale == "log":
+    if not step and panel.scale == "log":  # a distribution's scale is its x axis's (see _cdf)
         _log_y(ax, panel)
     elif not step:
         ax.set_ylim(bottom=0)
@@ -256,7 +256,7 @@ def _format(value: float, m: style.Measure) -> str:
     if m.integer:
         return f"{value:,.0f}"
     if m.percent:
-        return f"{value:.1f}%"
+        return f"{value:.1f}%" if value >= 1 or value == 0 else f"{value:.2g}%"
     return f"{value:.3g}"
 
 
@@ -314,12 +314,16 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
         ax.plot(x, style.measure(panel.y).scale(y), label=style.group_label(group),
                 **series_looks[group[0]].line_kwargs(markers=True))
     ax.set_xlabel(sweep.label)
-    ax.set_xticks(sorted({x for name in lines for x in lines[name][0]}))
+    xs = sorted({x for name in lines for x in lines[name][0]})
+    if xs and xs[0] > 0 and xs[-1] >= 10 * xs[0]:  # settings spread over decades (sampling factors)
+        ax.set_xscale("log")
+    ax.set_xticks(xs, [f"{x:g}" for x in xs])
+    ax.xaxis.set_minor_formatter(style.NullFormatter())
     style.label_axis(ax, "y", panel.y)
     if panel.scale == "log":
         _log_y(ax, panel)
     else:
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
     ax.legend(fontsize="small", framealpha=0.85)
 
 

@@ -339,7 +339,7 @@ def _setup_table(setup: list[Setting], small: bool) -> str:
         mark = " (differs)" if s.departs else ""
         row = f"| {s.name}{mark} | {cell(s.paper)} | {cell(s.ours)} |"
         if small:
-            row += f" {cell(s.small or s.ours)} |"
+            row += f" {cell(s.small) if s.small else 'as ours'} |"
         lines.append(row + f" {cell(s.why) if s.departs or s.why else ''} |")
     return "\n".join(lines)
 
