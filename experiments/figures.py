@@ -102,7 +102,10 @@ def load(name: str) -> Figure:
         close = difflib.get_close_matches(name, names(), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(names())})"
         raise InputError(f"figure {name!r}: no such figure{hint}")
-    data = yaml.safe_load(path.read_text())
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of {', '.join(KEYS)}")
     _known_keys(data, KEYS, str(path))

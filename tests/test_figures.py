@@ -78,7 +78,8 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
     for mistake, message in ((good.replace("kind: cdf", "kind: pie", 1), "kind: expected one of"),
                              (good.replace("y: yield", "y: yeild", 1), "no unit or definition"),
                              (good.replace("summary: [", "summary: [no_column, ", 1), "unknown column(s) no_column"),
-                             (good.replace("paper_figure:", "paper_figures:", 1), "did you mean 'paper_figure'")):
+                             (good.replace("paper_figure:", "paper_figures:", 1), "did you mean 'paper_figure'"),
+                             (good + "\nsummary: yes: no\n", "not valid YAML")):
         (tmp_path / "bad.yaml").write_text(mistake)
         with pytest.raises(InputError, match=re.escape(message)):
             figures.load("bad")
