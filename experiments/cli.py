@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check a scenario without running it")
     validate.add_argument("scenario", type=Path)
     validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    validate.add_argument("--stats", action="store_true",
+                          help="also measure the covering structure: roots and the subscriptions each covers")
     sweep = commands.add_parser("sweep", help="run a grid of scenario variants as concurrent Ray tasks")
     sweep.add_argument("scenario", type=Path)
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="one axis of the grid")
@@ -158,6 +160,10 @@ def _validate(args) -> int:
     duration = "until idle" if spec.duration_us is None else f"{spec.duration_us / 1e6:g} s"
     print(f"{args.scenario}: valid: {spec.graph.number_of_nodes()} brokers, {len(spec.injections)} operations, "
           f"duration {duration}, hosts {spec.hosts}, costs {spec.costs.name}")
+    if args.stats:
+        from workloads.structure import covering_structure, subscriptions_of
+
+        print("\n".join(covering_structure(subscriptions_of(spec.injections)).lines()))
     return 0
 
 
