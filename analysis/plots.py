@@ -69,13 +69,15 @@ def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours)
                   ha="right" if long else "center")
 
 
-def _lines(ax, labels, series, colours, **style) -> bool:
-    drawn = False
-    for label in labels:
-        if label in series:
-            ax.plot(*series[label], color=colours[label], label=label, **style)
-            drawn = True
-    return drawn
+def _lines(ax, labels, series, colours) -> bool:
+    """One line per run in its colour and line style; runs whose series are identical drawn
+    once and named together."""
+    looks = style.styles(labels)
+    groups = style.identical_groups(series, labels)
+    for group in groups:
+        ax.plot(*series[group[0]], color=colours[group[0]], linestyle=looks[group[0]].line,
+                label=style.group_label(group))
+    return bool(groups)
 
 
 def delay_over_time(rows, labels, path: Path):
@@ -119,7 +121,7 @@ def queues_core(rows, labels, core: list[str], path: Path):
         _lines(ax, labels, _series(rows, "t_s", "max_queue", broker=broker), colours)
         ax.set(ylabel="queue (msgs)", title=f"input queue of {broker} (longest found by an arrival per bucket)")
         _queue_axis(ax)
-    axes[0, 0].legend(fontsize="small")
+        ax.legend(fontsize="small")  # per panel: which runs came out identical differs by broker
     axes[-1, 0].set_xlabel("simulated time (s)")
     return _save(fig, path)
 
