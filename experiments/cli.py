@@ -161,9 +161,12 @@ def _validate(args) -> int:
     print(f"{args.scenario}: valid: {spec.graph.number_of_nodes()} brokers, {len(spec.injections)} operations, "
           f"duration {duration}, hosts {spec.hosts}, costs {spec.costs.name}")
     if args.stats:
-        from workloads.structure import covering_structure, subscriptions_of
+        from workloads import structure
 
-        print("\n".join(covering_structure(subscriptions_of(spec.injections)).lines()))
+        print("\n".join(structure.covering_structure(structure.subscriptions_of(spec.injections)).lines()))
+        per_broker = {broker: structure.covering_structure(filters)
+                      for broker, filters in structure.subscriptions_by_broker(spec.injections).items()}
+        print("\n".join(structure.per_broker_lines(per_broker)))
     return 0
 
 

@@ -51,3 +51,6 @@ def test_validate_prints_the_structure(capsys):
     out = capsys.readouterr().out
     assert "covering: 620 subscriptions, 20 roots (covered by no other), 600 covered by a root" in out
     assert "covering degree (subscriptions only one root covers, mean per root) 30.0" in out
+    # 20 roots over 29 subscriber edges: each root's 30 subscriptions land on brokers other than its own
+    assert "covering within each subscriber broker's own subscriptions (29 brokers): roots " in out
+    assert "covering degree 0.0 on average" in out

@@ -47,12 +47,40 @@ class CoveringStructure:
 
 def subscriptions_of(injections) -> list[Filter]:
     """The filter of every subscription a workload issues, once per subscription id, in order."""
-    seen: dict[str, Filter] = {}
+    return [f for _, f in _first_subscriptions(injections)]
+
+
+def subscriptions_by_broker(injections) -> dict[str, list[Filter]]:
+    """Per broker, the filters of the subscriptions first issued there (where a subscriber
+    starts): the table a broker's covering compares before anything moves."""
+    found: dict[str, list[Filter]] = {}
+    for broker, f in _first_subscriptions(injections):
+        found.setdefault(broker, []).append(f)
+    return dict(sorted(found.items()))
+
+
+def _first_subscriptions(injections) -> list[tuple[str, Filter]]:
+    seen: dict[str, tuple[str, Filter]] = {}
     for injection in injections:
         message = injection.message
         if message.kind == "sub" and message.id not in seen:
-            seen[message.id] = message.filter
+            seen[message.id] = (injection.broker, message.filter)
     return list(seen.values())
+
+
+def per_broker_lines(structures: dict[str, CoveringStructure]) -> list[str]:
+    """One line over the subscriber brokers: roots and covering degree among each one's own
+    subscriptions (the covering its link towards the publishers sees first; brokers where
+    subscriptions from many meet, such as a star's hub, see the whole workload's)."""
+    busy = {b: s for b, s in structures.items() if s.roots}
+    if not busy:
+        return []
+    roots = np.array([s.roots for s in busy.values()])
+    degrees = np.array([s.degree for s in busy.values()])
+    return [f"covering within each subscriber broker's own subscriptions ({len(busy)} brokers): "
+            f"roots {roots.mean():,.0f} on average "
+            f"({roots.min():,}-{roots.max():,}), covering degree {degrees.mean():,.1f} on average "
+            f"({degrees.min():,.1f}-{degrees.max():,.1f})"]
 
 
 def covering_structure(filters: list[Filter]) -> CoveringStructure:
