@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+from matplotlib.ticker import NullFormatter
 
 from analysis import style
 from analysis.style import plt
@@ -195,10 +196,6 @@ def _line_panel(ax, panel, rows, page: _Page, step: bool) -> None:
             ax.plot(x, y, label=label, **kwargs)
     style.label_axis(ax, "x", panel.x_column)
     style.label_axis(ax, "y", panel.y)
-    if not step and panel.scale == "log":  # a distribution's scale is its x axis's (see _cdf)
-        _log_y(ax, panel)
-    elif not step:
-        ax.set_ylim(bottom=0)
     ax.legend(fontsize="small", framealpha=0.85)
 
 
@@ -220,9 +217,14 @@ def _log_y(ax, panel: Panel) -> None:
 
 def _time(ax, panel, rows, page: _Page) -> None:
     _line_panel(ax, panel, rows, page, step=False)
+    if panel.scale == "log":
+        _log_y(ax, panel)
+    else:
+        ax.set_ylim(bottom=0)
 
 
 def _cdf(ax, panel, rows, page: _Page) -> None:
+    """A distribution: ``scale`` is its x axis's."""
     _line_panel(ax, panel, rows, page, step=True)
     ax.set_ylim(0, 102)
     if panel.scale == "log":
@@ -246,8 +248,9 @@ def _bars(ax, panel, rows, page: _Page) -> None:
     positions = np.arange(len(groups))
     bars = ax.bar(positions, heights, color=[looks[g[0]].colour for g in groups], edgecolor="black", linewidth=0.5)
     ax.bar_label(bars, labels=[_format(h, m) for h in heights], fontsize="small", padding=2)
-    ax.set_xticks(positions, [" = ".join(g) + ("\n(identical)" if len(g) > 1 else "") for g in groups], rotation=30 if len(groups) > 4 else 0,
-                  ha="right" if len(groups) > 4 else "center", fontsize="small")
+    crowded = len(groups) > 4
+    ax.set_xticks(positions, [" = ".join(g) + ("\n(identical)" if len(g) > 1 else "") for g in groups],
+                  rotation=30 if crowded else 0, ha="right" if crowded else "center", fontsize="small")
     style.label_axis(ax, "y", column)
     ax.set_ylim(0, max(heights + [0]) * 1.15 or 1)
 
@@ -318,7 +321,7 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
     if xs and xs[0] > 0 and xs[-1] >= 10 * xs[0]:  # settings spread over decades (sampling factors)
         ax.set_xscale("log")
     ax.set_xticks(xs, [f"{x:g}" for x in xs])
-    ax.xaxis.set_minor_formatter(style.NullFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
     style.label_axis(ax, "y", panel.y)
     if panel.scale == "log":
         _log_y(ax, panel)
