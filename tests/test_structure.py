@@ -17,13 +17,19 @@ SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
 
 def _brute_force(filters):
     """Roots: the first of every set of filters that cover each other, covered by nothing else;
-    per root the filters it covers, and those no other root covers."""
+    per root the filters it covers, and the roots among those no other root covers (what the
+    root's removal makes roots)."""
     n = len(filters)
     cover = [[i != j and covers(filters[i], filters[j]) for j in range(n)] for i in range(n)]
-    roots = [j for j in range(n) if not any(cover[i][j] and not (cover[j][i] and j < i) for i in range(n))]
-    covered = {r: {j for j in range(n) if cover[r][j]} for r in roots}
+
+    def roots_of(among):
+        return [j for j in among if not any(cover[i][j] and not (cover[j][i] and j < i) for i in among)]
+
+    roots = roots_of(range(n))
+    covered = {r: [j for j in range(n) if cover[r][j]] for r in roots}
     count = {j: sum(j in c for c in covered.values()) for j in range(n)}
-    return roots, [len(covered[r]) for r in roots], [sum(count[j] == 1 for j in covered[r]) for r in roots]
+    exposed = [len(roots_of([j for j in covered[r] if count[j] == 1])) for r in roots]
+    return roots, [len(covered[r]) for r in roots], exposed
 
 
 @settings(max_examples=150, deadline=None)
@@ -50,7 +56,7 @@ def test_validate_prints_the_structure(capsys):
     assert main(["validate", str(SCENARIOS / "unsub_burst_small_active.yaml"), "--stats"]) == 0
     out = capsys.readouterr().out
     assert "covering: 620 subscriptions, 20 roots (covered by no other), 600 covered by a root" in out
-    assert "covering degree (subscriptions only one root covers, mean per root) 30.0" in out
+    assert "covering degree (subscriptions a root's removal makes roots, mean per root) 30.0" in out
     # 20 roots over 29 subscriber edges: each root's 30 subscriptions land on brokers other than its own
     assert "covering within each subscriber broker's own subscriptions (29 brokers): roots " in out
     assert "covering degree 0.0 on average" in out

@@ -3,7 +3,8 @@
 The covering papers describe their workloads by it: root subscriptions (covered by no other
 subscription) and the subscriptions each covers. "Congestion Avoidance with Selective Filter
 Aggregation in Content-Based Routing Networks" defines the covering degree as the mean, over
-roots, of the subscriptions a root's removal exposes (NRS: those that root alone covers);
+roots, of the subscriptions a root's removal exposes (its NRS: those that become roots, the
+new covering set PADRES's covering tree then forwards);
 "... with Incremental Filter Aggregation ..." describes its mobile workload as about 1,600
 roots among 200,000 subscriptions, each covering more than 2,000. Questions are answered by the
 routing tables' own index (``protocols.index.FilterIndex``), which the property tests hold to
@@ -25,11 +26,12 @@ class CoveringStructure:
     roots: int
     covered: int  # subscriptions some root covers
     per_root: np.ndarray  # per root: the subscriptions it covers
-    exposed: np.ndarray  # per root: the subscriptions only it covers (its NRS)
+    exposed: np.ndarray  # per root: the subscriptions its removal makes roots (its NRS)
 
     @property
     def degree(self) -> float:
-        """The covering degree: subscriptions a root's removal exposes, mean over roots."""
+        """The covering degree: subscriptions a root's removal makes roots (what active
+        covering then forwards), mean over roots."""
         return float(self.exposed.mean()) if self.roots else 0.0
 
     def lines(self) -> list[str]:
@@ -41,7 +43,8 @@ class CoveringStructure:
             f"{self.covered:,} covered by a root",
             f"covering: a root covers {covers.mean():,.1f} on average (median {np.median(covers):,.0f}, "
             f"largest {covers.max():,}); {int((covers >= 1000).sum()):,} roots cover 1,000 or more",
-            f"covering: covering degree (subscriptions only one root covers, mean per root) {self.degree:,.1f}",
+            f"covering: covering degree (subscriptions a root's removal makes roots, mean per root) "
+            f"{self.degree:,.1f}",
         ]
 
 
@@ -89,7 +92,7 @@ def covering_structure(filters: list[Filter]) -> CoveringStructure:
     distinct: dict[Filter, int] = {}
     for i, f in enumerate(filters):
         distinct.setdefault(f, i)
-    roots = _roots(filters, sorted(distinct.values(), key=lambda i: (_attributes(filters[i]), i)))
+    roots = _roots(filters, _by_attributes(filters, list(distinct.values())))
     everything = FilterIndex()
     for i, f in enumerate(filters):
         everything.add(i, f)
@@ -100,8 +103,13 @@ def covering_structure(filters: list[Filter]) -> CoveringStructure:
         covered_sets.append(covered)
         covered_count[covered] += 1
     per_root = np.array([len(c) for c in covered_sets], np.int64)
-    exposed = np.array([int((covered_count[c] == 1).sum()) for c in covered_sets], np.int64)
+    exposed = np.array([len(_roots(filters, _by_attributes(filters, c[covered_count[c] == 1].tolist())))
+                        for c in covered_sets], np.int64)
     return CoveringStructure(len(filters), len(roots), int((covered_count > 0).sum()), per_root, exposed)
+
+
+def _by_attributes(filters: list[Filter], indices: list[int]) -> list[int]:
+    return sorted(indices, key=lambda i: (_attributes(filters[i]), i))
 
 
 def _attributes(f: Filter) -> int:
