@@ -20,7 +20,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the project
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from analysis import metrics, plots, style  # noqa: E402
+from analysis import metrics, plots, style, window  # noqa: E402
 from analysis.report import write_report  # noqa: E402
 from analysis.runs import Run, RunError, check_runs, read_tables  # noqa: E402
 
@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories or URIs")
     parser.add_argument("--out", type=Path, default=Path("report"), help="report directory (default: report)")
     parser.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the longest run)")
+    window.add_arguments(parser)
     return parser
 
 
@@ -49,8 +50,8 @@ def default_bucket_us(runs) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        runs = check_runs(args.runs)
-    except RunError as exc:
+        runs = check_runs(args.runs, window.from_arguments(args))
+    except (RunError, ValueError) as exc:
         print(f"analysis: error: {exc}", file=sys.stderr)
         return 2
     if args.bucket is not None and args.bucket <= 0:
@@ -134,7 +135,8 @@ def analyse(spark, runs, out: Path, bucket_us: int, small: bool = False) -> None
         start("queue_peaks", peaks)
         by_broker = metrics.messages_by_broker(tables).cache()
         start("messages_by_broker", by_broker)
-        load = metrics.broker_load(tables, by_broker, {r.label: r.sim_end_us for r in runs}).cache()
+        load = metrics.broker_load(tables, by_broker, {r.label: r.measured_us[1] - r.measured_us[0] for r in runs})
+        load = load.cache()
         start("broker_load", load)
         moves = metrics.migrations(tables).cache()
         start("migrations", moves)

@@ -181,19 +181,19 @@ def messages_by_broker(t: dict) -> DataFrame:
     return t["message_counts"].groupBy("run", "broker", "kind").agg(*[F.sum(c).alias(c) for c in columns])
 
 
-def broker_load(t: dict, by_broker: DataFrame, sim_end_us: dict[str, int]) -> DataFrame:
+def broker_load(t: dict, by_broker: DataFrame, measured_us: dict[str, int]) -> DataFrame:
     """Per broker: messages arrived, processed and dropped, busy time, utilisation (busy time
-    over the run's simulated time) and processed messages per simulated second.
-    ``by_broker``: the result of ``messages_by_broker``."""
+    over the simulated time measured: the run, or its window) and processed messages per
+    simulated second. ``by_broker``: the result of ``messages_by_broker``."""
     m = by_broker.groupBy("run", "broker").agg(*[F.sum(c).alias(c) for c in ("arrived", "processed", "dropped")])
     busy = t["samples"].groupBy("run", "broker").agg((F.sum("busy_us") / US).alias("busy_s"))
     ends = t["brokers"].sparkSession.createDataFrame(
-        [(run, end / US) for run, end in sim_end_us.items()], "run string, sim_end_s double")
+        [(run, span / US) for run, span in measured_us.items()], "run string, measured_s double")
     load = (t["brokers"].select("run", "broker", "role")  # every broker, even one that got no message
             .join(m, ["run", "broker"], "left").join(busy, ["run", "broker"], "left").join(ends, "run"))
     load = load.fillna(0, ["arrived", "processed", "dropped", "busy_s"])
-    return (load.withColumn("utilisation", _ratio("busy_s", "sim_end_s"))
-            .withColumn("msg_rate_per_s", _ratio("processed", "sim_end_s")).drop("sim_end_s"))
+    return (load.withColumn("utilisation", _ratio("busy_s", "measured_s"))
+            .withColumn("msg_rate_per_s", _ratio("processed", "measured_s")).drop("measured_s"))
 
 
 # the control kinds of publisher relocation (protocols/relocation.py): traces, walks, migrations

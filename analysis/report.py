@@ -78,7 +78,7 @@ def write_report(out: Path, runs, collected: dict, figures: dict[str, Path], buc
         "# Run analysis", "",
         "Runs: " + ", ".join(f"`{r.label}` ({r.path})" for r in runs) + ".",
         f"Time buckets of {bucket_us / 1e6:g} s. Tables are in `tables/` (Parquet); "
-        "definitions in `analysis/metrics.py`.", "",
+        "definitions in `analysis/metrics.py`." + _window_line(runs), "",
         "## Summary", "", markdown_table(summary, SUMMARY_COLUMNS), "",
         "## Forwarding by broker role", "", markdown_table(roles, ROLE_COLUMNS), "",
     ]
@@ -91,3 +91,13 @@ def write_report(out: Path, runs, collected: dict, figures: dict[str, Path], buc
     for title, path in figures.items():
         sections += [f"## {title}", "", f"![{title}]({path.name})", ""]
     (out / "report.md").write_text("\n".join(sections))
+
+
+def _window_line(runs) -> str:
+    """What the metrics measure when it is not every run's whole simulated time."""
+    if all(run.window.whole for run in runs):
+        return ""
+    spans = ", ".join(f"`{run.label}` {start / 1e6:g}-{end / 1e6:g} s" for run in runs
+                      for start, end in [run.measured_us])
+    return (f" **Measured over a window of simulated time** (rows placed by arrival, publication or sample time): "
+            f"{spans}.")

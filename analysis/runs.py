@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from actors.results import read_table
 from actors.storage import RunDir
+from analysis.window import TIME_COLUMNS, WHOLE_RUN, Window
 
 # The contract columns of each table (DESIGN.md section 9) in Spark DDL, for tables without rows.
 TABLES = {
@@ -44,22 +45,28 @@ class Run:
     label: str  # how plots and tables name the run
     path: RunDir  # a local directory or a URI
     manifest: dict
+    window: Window = WHOLE_RUN
 
     @property
     def sim_end_us(self) -> int:
         return int(self.manifest.get("sim_end_us") or 0)
 
+    @property
+    def measured_us(self) -> tuple[int, int]:
+        """The (start, end) of simulated time the metrics measure."""
+        return self.window.of(self.sim_end_us)
 
-def check_runs(paths: list[str | Path]) -> list[Run]:
+
+def check_runs(paths: list[str | Path], window: Window = WHOLE_RUN) -> list[Run]:
     """The complete runs at ``paths`` (directories or URIs), labelled by scenario name (plus
-    directory when names repeat)."""
+    directory when names repeat), each measured over ``window``."""
     run_dirs = [_run_dir(p) for p in paths]
     manifests = [_manifest(r) for r in run_dirs]
     names = [m.get("name") or r.name for r, m in zip(run_dirs, manifests)]
     runs = []
     for run_dir, manifest, name in zip(run_dirs, manifests, names):
         label = name if names.count(name) == 1 else f"{name} ({run_dir.name})"
-        runs.append(Run(label, run_dir, manifest))
+        runs.append(Run(label, run_dir, manifest, window))
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
         raise RunError(f"the same run directory is given twice: {', '.join(map(str, paths))}")
@@ -102,7 +109,8 @@ def read_tables(spark, runs: list[Run]) -> dict:
     for table, ddl in TABLES.items():
         if table in STATIC_TABLES:
             continue
-        frames = [_read_table(spark, run.path, table, ddl).withColumn("run", F.lit(run.label)) for run in runs]
+        frames = [_measured(_read_table(spark, run.path, table, ddl), table, run).withColumn("run", F.lit(run.label))
+                  for run in runs]
         frame = frames[0]
         for other in frames[1:]:
             frame = frame.unionByName(other, allowMissingColumns=True)
@@ -111,6 +119,16 @@ def read_tables(spark, runs: list[Run]) -> dict:
                 frame = frame.withColumn(column, F.lit(None).cast(kind))
         tables[table] = frame
     return tables
+
+
+def _measured(frame, table: str, run: Run):
+    """The rows of ``table`` inside the run's window (every row for the whole run)."""
+    from pyspark.sql import functions as F
+
+    if run.window.whole:
+        return frame
+    start, end = run.measured_us
+    return frame.where(F.col(TIME_COLUMNS[table]).between(start, end))
 
 
 def _read_static(spark, runs: list[Run], table: str):

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 
 import analysis.job
+from analysis import window
+from analysis.window import WHOLE_RUN, Window
 
 SMALL_RUN_DRIVER_MEMORY = "2g"  # a larger heap makes the serial collector slower on small runs
 DRIVER_MEMORY = "4g"
@@ -30,7 +32,7 @@ def spark_home() -> Path:
 
 
 def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: str,
-            driver_memory: str | None, report=None) -> int:
+            driver_memory: str | None, measured: Window = WHOLE_RUN, report=None) -> int:
     """Run ``analysis/job.py`` on ``runs`` (paths) with spark-submit, in its own process,
     with this interpreter as Spark's Python (so a virtual environment need not be activated);
     its exit status. ``small``: the runs are small (``analysis.job.is_small``). Spark's and
@@ -49,6 +51,7 @@ def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: st
     command += [analysis.job.__file__, *map(str, runs), "--out", str(out)]
     if bucket is not None:
         command += ["--bucket", str(bucket)]
+    command += window.arguments(measured)
     out.mkdir(parents=True, exist_ok=True)
     log = out / LOG_FILE
     first = " (the first on this machine: it also writes Spark's class archive, about a minute more, once)" \
@@ -68,6 +71,7 @@ def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: st
 
 
 LOG_FILE = "analysis.log"
+
 
 
 def failure_cause(log: Path) -> str:

@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the run)")
     analyze.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     analyze.add_argument("--driver-memory", help="Spark driver memory (default: 2g for small runs, 4g otherwise)")
+    from analysis import window
+
+    window.add_arguments(analyze)
     figure = commands.add_parser("figure", help="run and report one figure of the seed papers")
     figure.add_argument("name", nargs="?", help="the figure (see --list)")
     figure.add_argument("--list", action="store_true", help="name the figures")
@@ -171,25 +174,34 @@ def _validate(args) -> int:
 
 
 def _analyze(args) -> int:
-    return analyse(args.runs, args.out, args.bucket, args.master, args.driver_memory)
+    from analysis import window
+
+    try:
+        measured = window.from_arguments(args)
+    except ValueError as exc:
+        raise InputError(f"analyze: {exc}") from None
+    return analyse(args.runs, args.out, args.bucket, args.master, args.driver_memory, measured)
 
 
 def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: str = "local[*]",
-            driver_memory: str | None = None) -> int:
-    """Run ``analysis/job.py`` with the spark-submit that ships with pyspark, in its own process."""
+            driver_memory: str | None = None, measured=None) -> int:
+    """Run ``analysis/job.py`` with the spark-submit that ships with pyspark, in its own process;
+    ``measured`` (an ``analysis.window.Window``): what of each run the metrics measure."""
     import analysis.job
     from analysis.runs import RunError, check_runs
     from analysis.submit import run_job
+    from analysis.window import WHOLE_RUN
     from experiments.sweep import run_dirs
 
+    measured = measured or WHOLE_RUN
     runs = [run for path in runs for run in run_dirs(path)]  # a sweep directory stands for its points
     if not runs:
         raise InputError("analyze: the sweep directories given hold no complete point")
     try:
-        checked = check_runs(runs)  # fail fast, before a JVM starts
+        checked = check_runs(runs, measured)  # fail fast, before a JVM starts
     except RunError as exc:
         raise InputError(str(exc)) from None
-    return run_job(runs, analysis.job.is_small(checked), out, bucket, master, driver_memory)
+    return run_job(runs, analysis.job.is_small(checked), out, bucket, master, driver_memory, measured)
 
 
 def _sweep(args) -> int:

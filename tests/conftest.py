@@ -83,10 +83,11 @@ def analysis_in_session(spark_session, monkeypatch):
     JVM started and warmed up for each figure (tests/test_analysis.py runs spark-submit)."""
     from analysis import job, submit
     from analysis.runs import check_runs
+    from analysis.window import WHOLE_RUN
 
-    def run_job(runs, small, out, bucket, master, driver_memory) -> int:
+    def run_job(runs, small, out, bucket, master, driver_memory, measured=WHOLE_RUN) -> int:
         try:
-            job.analyse_runs(spark_session, check_runs(runs), Path(out), bucket)
+            job.analyse_runs(spark_session, check_runs(runs, measured), Path(out), bucket)
             return 0
         finally:
             spark_session.catalog.clearCache()

@@ -427,3 +427,31 @@ def test_a_failed_job_is_named_by_its_cause(tmp_path):
     assert submit.failure_cause(log).startswith("pyspark.errors.exceptions.captured.AnalysisException: ")
     log.write_text("analysis: error: /runs/x: run status is 'failed', not 'complete'\n")
     assert submit.failure_cause(log) == "/runs/x: run status is 'failed', not 'complete'"
+
+
+@pytest.mark.slow
+def test_a_window_measures_only_its_stretch_of_each_run(tmp_path, spark_session):
+    """``--from/--until`` and ``--last``: publications, deliveries and utilisation counted over
+    the window alone (rows placed by publication, arrival and sample time)."""
+    from analysis import job
+    from analysis.runs import check_runs
+    from analysis.window import Window
+
+    spec = resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=60s"])
+    run(spec, tmp_path / "run", progress=False)
+    messages, deliveries = _table(tmp_path / "run", "messages"), _table(tmp_path / "run", "deliveries")
+    samples = _table(tmp_path / "run", "samples")
+    for window, (start, end) in ((Window(20.0, 40.0), (20_000_000, 40_000_000)),
+                                 (Window(last=15.0), (45_000_000, 60_000_000))):
+        out = tmp_path / f"report-{start}"
+        job.analyse_runs(spark_session, check_runs([tmp_path / "run"], window), out, 10)
+        summary = _metric(out, "summary").iloc[0]
+        inside = deliveries[deliveries.t_pub_us.between(start, end)]
+        published = messages[(messages.kind == "pub") & messages.sender.isna() & messages.t_arrive_us.between(start, end)]
+        assert summary.deliveries == len(inside) > 0
+        assert summary.publications == published.msg_id.nunique()
+        load = _metric(out, "broker_load").set_index("broker")
+        busy = samples[samples.t_us.between(start, end)].groupby("broker").busy_us.sum() / 1e6
+        assert np.allclose(load.loc[busy.index, "utilisation"], busy / ((end - start) / 1e6))
+        assert "**Measured over a window of simulated time**" in (out / "report.md").read_text()
+        spark_session.catalog.clearCache()
