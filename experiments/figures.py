@@ -114,13 +114,12 @@ def load(name: str) -> Figure:
     if sweep is not None and (not isinstance(sweep, dict) or set(sweep) != {"key", "label"}):
         raise InputError(f"{path}: sweep: expected {{key: SCENARIO.KEY, label: AXIS LABEL}}")
     _check_summary(data.get("summary") or [], path)
-    figure = Figure(
+    return Figure(
         name, str(data.get("title", name)), str(data.get("paper", "")), str(data.get("paper_figure", "")), runs,
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
         _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
         _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
         sweep and str(sweep["key"]), sweep and str(sweep["label"]), series or None)
-    return figure
 
 
 def _check_summary(columns: list, path: Path) -> None:
@@ -177,6 +176,8 @@ def _panels(given: list, variants: list[str], path: Path) -> list[Panel]:
         if not isinstance(entry, dict) or not {"title", "table", "y"} <= set(entry):
             raise InputError(f"{where}: expected {{title: ..., table: METRIC, y: COLUMN, kind: ..., ...}}")
         _known_keys(entry, PANEL_KEYS, where)
+        if not isinstance(entry.get("where") or {}, dict) or not isinstance(entry.get("variants") or [], list):
+            raise InputError(f"{where}: expected where: {{COLUMN: VALUE}} and variants: [LABEL, ...]")
         fields = {**entry, "where": dict(entry.get("where") or {}), "variants": tuple(entry.get("variants") or ())}
         panel = Panel(**fields)
         try:
