@@ -109,7 +109,7 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
     shown, drawn = [], []
     for i, (panel, rows) in enumerate(zip(panels, data)):
         letter = chr(ord("a") + i)
-        note = _nothing_to_draw(panel, rows)
+        note = _nothing_to_draw(panel, rows, page.core)
         drawn.append(Drawn(letter, panel, note))
         if note is None:
             shown.append((letter, panel, rows))
@@ -158,7 +158,9 @@ def _core_order(tables: Path) -> list[str]:
     return [r["broker"] for r in rows if r["run"] == first]
 
 
-def _nothing_to_draw(panel: Panel, rows: dict[str, list[dict]]) -> str | None:
+def _nothing_to_draw(panel: Panel, rows: dict[str, list[dict]], core: list[str]) -> str | None:
+    if panel.order == "core" and not core:
+        return "no core brokers in these runs"
     values = [row[panel.y] for variant_rows in rows.values() for row in variant_rows if row.get(panel.y) is not None]
     if not values:
         return "no data in any run"

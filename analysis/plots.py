@@ -80,16 +80,33 @@ def _lines(ax, labels, series, colours) -> bool:
     return bool(groups)
 
 
+def _steps(ax, labels, series, colours) -> None:
+    """A distribution per run as steps, in its colour and line style; identical runs drawn
+    once and named together."""
+    looks = style.styles(labels)
+    for group in style.identical_groups(series, labels):
+        ax.step(*series[group[0]], where="post", color=colours[group[0]], linestyle=looks[group[0]].line,
+                label=style.group_label(group))
+
+
+def _faint_lines(ax, labels, series, colours) -> None:
+    """A second measure of each run beside its line from ``_lines``: thin and faint, in the
+    run's colour and line style."""
+    looks = style.styles(labels)
+    for label in labels:
+        if label in series:
+            ax.plot(*series[label], color=colours[label], linestyle=looks[label].line, linewidth=0.8, alpha=0.45)
+
+
 def delay_over_time(rows, labels, path: Path):
     colours = _colours(labels)
     fig, ax = plt.subplots(figsize=(9, 4.5))
     drawn = _lines(ax, labels, _series(rows, "t_s", "mean_s"), colours)
-    for label, (x, y) in _series(rows, "t_s", "max_s").items():
-        ax.plot(x, y, color=colours[label], linestyle=":", linewidth=1)
+    _faint_lines(ax, labels, _series(rows, "t_s", "max_s"), colours)
     if not drawn:
         plt.close(fig)
         return None
-    ax.set(title="Publication delivery delay (solid: mean, dotted: max)", xlabel="simulated time (s)",
+    ax.set(title="Publication delivery delay (thick: mean, thin and faint: largest)", xlabel="simulated time (s)",
            ylabel="delay (s)", yscale="log")
     ax.legend()
     return _save(fig, path)
@@ -99,15 +116,14 @@ def delay_cdf(rows, labels, path: Path):
     colours = _colours(labels)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     series = _series(rows, "delay_s", "cdf")
-    for label in labels:
-        if label in series:
-            ax.step(*series[label], where="post", color=colours[label], label=label)
+    _steps(ax, labels, series, colours)
     if not series:
         plt.close(fig)
         return None
     ax.set(title="Distribution of delivery delays", xlabel="delay (s)", ylabel="fraction of deliveries",
            xscale="log", ylim=(0, 1.02))
-    ax.legend()
+    style.readable_log(ax, "x")
+    ax.legend(fontsize="small")
     return _save(fig, path)
 
 
@@ -190,10 +206,8 @@ def links(rows, labels, path: Path):
     _lines(top, labels, held, colours)
     top.set(title="Soft links held, all brokers", ylabel="links")
     _lines(bottom, labels, mean, colours)
-    for label in labels:
-        if label in largest:
-            bottom.plot(*largest[label], color=colours[label], linestyle=":", linewidth=1)
-    bottom.set(title="Uplink utilisation: mean (solid) and busiest broker (dotted)", xlabel="simulated time (s)",
+    _faint_lines(bottom, labels, largest, colours)
+    bottom.set(title="Uplink utilisation: mean (thick) and busiest broker (thin, faint)", xlabel="simulated time (s)",
                ylabel="share of the interval", ylim=(0, 1.05))
     for ax in (top, bottom):
         if ax.lines:
@@ -254,9 +268,8 @@ def hop_cdf(rows, labels, path: Path):
     if not series:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label in labels:
-        if label in series:
-            ax.step(*series[label], where="post", color=colours[label], label=label)
+    _steps(ax, labels, series, colours)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(title="Publication hop counts", xlabel="hops from publisher's broker", ylabel="fraction of deliveries",
            ylim=(0, 1.02))
     ax.legend(fontsize="small")

@@ -99,15 +99,14 @@ class Measure:
 MEASURES = {
     "t_s": Measure("simulated time (s)", "virtual time since the run started"),
     "mean_s": Measure("mean delivery delay (s)", "publication to delivery at the subscriber, mean over the "
-                      "deliveries of each time bucket (by publication time)"),
-    "max_s": Measure("largest delivery delay (s)", "publication to delivery, the largest in each time bucket"),
+                      "deliveries, each placed in time by its publication"),
+    "max_s": Measure("largest delivery delay (s)", "publication to delivery at the subscriber, the largest"),
     "p90_s": Measure("90th-percentile delivery delay (s)", "publication to delivery, 90th percentile"),
     "delay_s": Measure("delivery delay (s)", "publication to delivery at the subscriber"),
     "cdf": Measure("share of deliveries (%)", "deliveries with at most this value", percent=True),
     "hops": Measure("hops", "broker-to-broker links a publication crossed to reach the subscriber's broker",
                     integer=True),
-    "max_queue": Measure("input queue (messages)", "the longest input queue a broker had in each time sample",
-                         integer=True),
+    "max_queue": Measure("input queue (messages)", "the longest input queue a broker had", integer=True),
     "mean_queue": Measure("mean input queue (messages)", "input-queue length, mean over all brokers per sample"),
     "mean_core_queue": Measure("mean core input queue (messages)",
                                "input-queue length, mean over the core brokers per sample"),

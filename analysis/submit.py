@@ -25,6 +25,7 @@ from analysis.window import WHOLE_RUN, Window
 
 SMALL_RUN_DRIVER_MEMORY = "2g"  # a larger heap makes the serial collector slower on small runs
 DRIVER_MEMORY = "4g"
+LOG_FILE = "analysis.log"  # in the report directory: Spark's output and the job's
 
 
 def spark_home() -> Path:
@@ -68,10 +69,6 @@ def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: st
     if status != 0:
         report(f"analysis: failed: {failure_cause(log)} (the whole output: {log})")
     return status
-
-
-LOG_FILE = "analysis.log"
-
 
 
 def failure_cause(log: Path) -> str:

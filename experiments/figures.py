@@ -29,12 +29,13 @@ completed, analyses them side by side into ``OUT/report``, draws the panels into
 """
 from __future__ import annotations
 
-import csv
 import difflib
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import yaml
 
 from analysis.panels import Drawn, Panel, Sweep, check as check_panel
@@ -235,15 +236,13 @@ def run_figure(figure: Figure, out: Path, small: bool, analyse, max_parallel: in
     return write_page(figure, out, small)
 
 
-def sweep_points(figure: Figure, small: bool) -> Sweep | None:
-    """A sweep figure's x value of every run, read from its resolved scenario."""
-    from experiments.scenario import resolve
-
+def sweep_points(figure: Figure, out: Path) -> Sweep | None:
+    """A sweep figure's x value of every run, as its run's manifest records its scenario."""
     if figure.sweep_key is None:
         return None
     points = {}
-    for label, (scenario, *_) in figure.runs.items():
-        value = resolve(scenario, figure.overrides(label, small)).scenario
+    for label in figure.runs:
+        value = json.loads((out / "runs" / label / "manifest.json").read_text())["scenario"]
         for part in figure.sweep_key.split("."):
             value = value[part]
         points[label] = ((figure.series or {}).get(label, label), float(value))
@@ -257,7 +256,7 @@ def write_page(figure: Figure, out: Path, small: bool) -> Path:
     report = out / "report"
     rows = _summary_rows(figure, report)
     drawn = draw(figure.panels, report / "tables", {figure.run_name(label): label for label in figure.runs},
-                 _headline(figure, rows, small), out / "figure.png", sweep_points(figure, small)) \
+                 _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out)) \
         if figure.panels else []
     page = out / "figure.md"
     page.write_text("\n".join(_page_lines(figure, rows, drawn, report, small)) + "\n")
@@ -265,11 +264,9 @@ def write_page(figure: Figure, out: Path, small: bool) -> Path:
 
 
 def _summary_rows(figure: Figure, report: Path) -> list[dict]:
-    """The analysis's summary rows, each named by its variant."""
-    variant = {figure.run_name(label): label for label in figure.runs}
-    with open(report / "summary.csv") as f:
-        rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
-    return [{**row, "run": variant.get(row["run"], row["run"])} for row in rows]
+    """The analysis's summary rows in the figure's order, each named by its variant."""
+    by_run = {row["run"]: row for row in pq.read_table(report / "tables" / "summary").to_pylist()}
+    return [{**by_run[figure.run_name(label)], "run": label} for label in figure.runs]
 
 
 def _size(rows: list[dict]) -> str:
@@ -317,6 +314,10 @@ def _panel_caption(d: Drawn) -> str:
     if d.panel.kind == "cdf":
         x = measure(d.panel.x)
         text += f"; x: {x.label}, {x.definition}"
+    elif d.panel.kind == "time":
+        text += ", per time bucket (or sample) of the analysis"
+    elif d.panel.table == "summary":
+        text += " (one value per run)"
     if d.note is not None:
         return f"- ({d.letter}) {d.panel.title}: **not drawn, {d.note}** ({text})."
     return f"- ({d.letter}) {d.panel.title}. {text[0].upper()}{text[1:]}."
@@ -356,19 +357,6 @@ def _generic_report(figure: Figure, report: Path) -> list[str]:
             lines += [f"### {title}", "", f"![{title}](report/{drawn[title]})", ""]
     lines.append("Every metric and plot of these runs: [report/report.md](report/report.md).")
     return lines
-
-
-def _number(text: str):
-    """A summary.csv cell as a number where it is one (None when empty)."""
-    if text == "":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return text
 
 
 def _drawn_plots(report: Path) -> dict[str, str]:
