@@ -1,16 +1,22 @@
-"""The multi-tree planners offline (issue 15): every algorithm plans from N sampled documents
-of the keyword workload on a transit-stub graph; each configuration is costed on those
-documents (the cost model the coordinator decides by) and on the next N documents (what the
-plan then costs), with the planning wall time (the paper's tree computation time).
+"""The multi-tree planners offline, evaluated as the paper does (issue 38): every algorithm
+plans from a random sample of the documents (the paper's 3% of 10,000) and every document is
+then costed on the configuration, in sample and out of it, with the planning wall time (the
+paper's tree computation time).
 
-    python bench/bench_trees.py [--size 500|2000] [--dataset Localized1|Localized2|Uniform]
-                                [--samples 300] [--algorithms SPT,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered]
+    python bench/bench_trees.py [--graph transit_stub|gt_itm] [--size 500]
+        [--workload keywords_paper|keywords] [--dataset Localized1|Localized2|Uniform]
+        [--documents 10000] [--sample 0.03] [--span union,overlay] [--seed 1]
+        [--algorithms SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered]
 
-The documents are the ``keywords`` generator's (1,000 keywords, 100 publishers), matched with
-the scalar oracle; groups no sampled document matches ride the coordinator's breadth-first
-tree, as in a run. Costs are publication copies (tree edges) per document.
+Costs are publication copies (tree edges) per document. SPT filters along its tree;
+SPT-unfiltered sends every document across the whole tree. Groups no sampled document matches
+ride the base tree (breadth first from the first broker), as in a run, except under SINGLE,
+whose one tree serves every group (the paper's SINGLE). ``--span`` picks what COMPUTETREE's
+low-stretch tree spans: the union of the samples' Steiner trees (the paper's Algorithm 1) or
+the whole overlay (``protocols/trees.py``).
 """
 import argparse
+import random
 import time
 
 from comparison import print_table
@@ -18,73 +24,83 @@ from comparison import print_table
 import topologies
 from bench_multitree import SIZES
 from protocols import trees
-from protocols.language import matches, parse_filter, parse_publication
 from workloads.generators import GENERATORS
+from workloads.oracle import documents
+
+FILTERED = {"SPT-unfiltered": "SPT", "SemCast-filtered": "SemCast-filtered"}
 
 
-def documents(graph, dataset: str, count: int) -> tuple[list[trees.Doc], dict[str, tuple[str, ...]]]:
-    """``count`` documents of the keyword workload and, per group, its subscribers' brokers."""
-    records = GENERATORS["keywords"](sorted(graph), graph, 1, dataset=dataset, documents=count)
-    members: dict[str, set[str]] = {}
-    for r in records:
-        if r["op"] == "subscribe":
-            members.setdefault(r["filter"], set()).add(r["broker"])
-    filters = {text: parse_filter(text) for text in members}
-    home = {r["client"]: r["broker"] for r in records if r["op"] == "advertise"}
-    docs = []
-    for r in records:
-        if r["op"] == "publish":
-            publication = parse_publication(r["content"])
-            groups = tuple(sorted((text, tuple(sorted(members[text])))
-                                  for text, f in filters.items() if matches(f, publication)))
-            docs.append(trees.Doc(home[r["client"]], groups))
-    return docs, {text: tuple(sorted(brokers)) for text, brokers in members.items()}
+def graph_of(kind: str, size: int, seed: int):
+    if kind == "gt_itm":
+        return topologies.gt_itm(size, seed=seed)
+    return topologies.transit_stub(*SIZES[size], stub_edge_probability=0.1, seed=seed)
 
 
-def plan(planner: trees.Planner, algorithm: str, seed: int) -> tuple[list, dict, bool]:
-    """The configuration an algorithm plans: (trees, cluster of each group, flooded), cluster 0
-    on the coordinator's breadth-first tree (SPT: on the one shortest-path tree), as in a run."""
-    if algorithm == "SPT":
-        return [trees.Tree(trees.spt(planner.graph, seed), planner.names)], {}, False
-    chosen = {"SINGLE": planner.single, "MULT": planner.mult, "MULT2": planner.mult2,
-              "SemCast": planner.semcast, "SemCast-filtered": planner.semcast}[algorithm]()
-    base = trees.Tree(trees.bfs_tree(planner.graph, min(planner.graph)), planner.names)
-    cluster_of_group = {g: i for i, c in enumerate(chosen, start=1) for g in c.groups}
-    return [base] + [c.tree for c in chosen], cluster_of_group, algorithm == "SemCast"
+def split(count: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """A seeded random sample of ``fraction`` of ``count`` documents, and the rest (in order)."""
+    chosen = sorted(random.Random(f"{seed}/sample").sample(range(count), max(1, round(count * fraction))))
+    taken = set(chosen)
+    return chosen, [i for i in range(count) if i not in taken]
 
 
-def cost(graph, docs, members, configuration) -> float:
-    """Copies per document of a configuration."""
-    return trees.Planner(graph, docs, members=members).configuration_cost(*configuration) / len(docs)
+def evaluate(graph, docs, members, sample: list[int], algorithm: str, seed: int, span: str) -> dict:
+    """Plan ``algorithm`` from the ``sample`` documents; copies per document over all of them,
+    the sampled and the others."""
+    sampled = [docs[i] for i in sample]
+    planner = trees.Planner(graph, sampled, seed, members, span)
+    base = trees.Tree(trees.bfs_tree(graph, min(graph)), planner.names)
+    started = time.perf_counter()
+    tree_list, groups, _ = trees.configure(planner, FILTERED.get(algorithm, algorithm), base, single_for_all=True)
+    plan_s = time.perf_counter() - started
+    taken = set(sample)
+    parts = {"all": docs, "sampled": sampled, "unsampled": [d for i, d in enumerate(docs) if i not in taken]}
+    row = {"algorithm": algorithm, "span": span if algorithm in ("SINGLE", "MULT", "MULT2") else "-"}
+    for name, part in parts.items():
+        row[name] = copies(graph, part, members, algorithm, tree_list, groups) / len(part)
+    clusters = len(set(groups.values())) if groups else 1
+    return row | {"trees": clusters, "computed": planner.trees_computed, "plan_s": plan_s}
+
+
+def copies(graph, docs, members, algorithm: str, tree_list, groups) -> int:
+    if algorithm == "OPT":
+        return trees.opt_cost(graph, docs)
+    planner = trees.Planner(graph, docs, members=members)
+    if algorithm == "SPT-unfiltered":
+        return planner.flooded_cost(tree_list[0])
+    return planner.configuration_cost(tree_list, groups, flooded=algorithm == "SemCast")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", type=int, default=500, choices=sorted(SIZES))
-    parser.add_argument("--dataset", default="Localized2")
-    parser.add_argument("--samples", type=int, default=300)
-    parser.add_argument("--algorithms", default="SPT,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered")
+    parser.add_argument("--graph", default="transit_stub", choices=["transit_stub", "gt_itm"])
+    parser.add_argument("--size", type=int, default=500)
+    parser.add_argument("--workload", default="keywords_paper", choices=["keywords_paper", "keywords"])
+    parser.add_argument("--dataset", default="Localized1")
+    parser.add_argument("--documents", type=int, default=10000)
+    parser.add_argument("--sample", type=float, default=0.03)
+    parser.add_argument("--span", default="union,overlay")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--algorithms", default="SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered")
     args = parser.parse_args()
-    graph = topologies.transit_stub(*SIZES[args.size], stub_edge_probability=0.1, seed=1)
-    docs, members = documents(graph, args.dataset, 2 * args.samples)
-    sampled, later = docs[: args.samples], docs[args.samples:]
+    graph = graph_of(args.graph, args.size, args.seed)
+    records = GENERATORS[args.workload](sorted(graph), graph, args.seed, dataset=args.dataset, documents=args.documents)
+    docs, members = documents(records)
+    sample, _ = split(len(docs), args.sample, args.seed)
     rows = []
     for algorithm in args.algorithms.split(","):
-        planner = trees.Planner(graph, sampled, 1, members)
-        started = time.perf_counter()
-        if algorithm == "OPT":
-            sample_cost, later_cost = (trees.opt_cost(graph, d) / len(d) for d in (sampled, later))
-            trees_, computed = 0, 0
-        else:
-            configuration = plan(planner, algorithm, 1)
-            sample_cost = cost(graph, sampled, members, configuration)
-            later_cost = cost(graph, later, members, configuration)
-            trees_, computed = len(set(configuration[1].values())) or 1, planner.trees_computed  # chosen clusters
-        rows.append({"algorithm": algorithm, "sampled": sample_cost, "later": later_cost, "trees": trees_,
-                     "computed": computed, "plan_s": time.perf_counter() - started})
-    print(f"{args.size} brokers ({graph.number_of_nodes()}), {args.dataset}, {args.samples} sampled documents\n")
-    print_table(rows, [("algorithm", "{}"), ("sampled", "{:.2f}"), ("later", "{:.2f}"), ("trees", "{}"),
-                       ("computed", "{:,}"), ("plan_s", "{:.1f}")])
+        spans = args.span.split(",") if algorithm in ("SINGLE", "MULT", "MULT2") else ["union"]
+        for span in spans:
+            started = time.perf_counter()
+            rows.append(evaluate(graph, docs, members, sample, algorithm, args.seed, span))
+            print(f"{algorithm} ({span}): {time.perf_counter() - started:.0f} s", flush=True)
+    opt = next((r["all"] for r in rows if r["algorithm"] == "OPT"), None)
+    for row in rows:
+        row["vs_opt"] = row["all"] / opt if opt else float("nan")
+    print(f"\n{args.graph}, {graph.number_of_nodes()} brokers, {graph.number_of_edges()} links, {args.workload} "
+          f"{args.dataset}, {len(docs)} documents, {len(sample)} sampled ({args.sample:g})\n")
+    print_table(rows, [("algorithm", "{}"), ("span", "{}"), ("all", "{:.2f}"), ("vs_opt", "{:.2f}"),
+                       ("sampled", "{:.2f}"), ("unsampled", "{:.2f}"), ("trees", "{}"), ("computed", "{:,}"),
+                       ("plan_s", "{:.1f}")])
 
 
 if __name__ == "__main__":

@@ -577,20 +577,7 @@ class Multitree:
         seed, graph, algorithm = self.settings.get("seed", 0), self.overlay.graph, self.multitree.algorithm
         planner = trees.Planner(graph, docs, seed, self._members())
         before = self._plan_cost(planner)
-        groups: dict[str, int] = {}
-        if algorithm == "SPT":
-            tree_list = [trees.Tree(trees.spt(graph, seed), self.overlay.names)]
-            cost = planner.cost_on(tree_list[0], planner.sampled_groups())
-        elif algorithm == "OPT":
-            tree_list, cost = [self.overlay.base], trees.opt_cost(graph, docs)
-        else:
-            plans = {"SINGLE": planner.single, "MULT": planner.mult, "MULT2": planner.mult2,
-                     "SemCast": planner.semcast, "SemCast-filtered": planner.semcast}
-            clusters = plans[algorithm]()
-            tree_list = [self.overlay.base] + [c.tree for c in clusters]
-            groups = {g: i for i, c in enumerate(clusters, start=1) for g in sorted(c.groups)}
-            cost = (planner.cost(clusters) if algorithm != "SemCast-filtered"
-                    else sum(planner.cost_on(c.tree, c.groups) for c in clusters))
+        tree_list, groups, cost = trees.configure(planner, algorithm, self.overlay.base)
         install = before is None or (before - cost) > self.multitree.improvement * before
         ctx.event("multitree_recomputed", algorithm=algorithm, docs=len(docs), clusters=len(tree_list),
                   cost_before=before, cost_after=cost, trees_computed=planner.trees_computed, installed=install)

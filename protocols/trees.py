@@ -237,12 +237,23 @@ def steiner(graph: nx.Graph, terminals) -> nx.Graph:
     return steiner_tree(graph, terminals, method="mehlhorn")
 
 
-def compute_tree(graph: nx.Graph, docs: list[Doc], groups, seed: int = 0, known: dict | None = None) -> nx.Graph:
+SPANS = ("union", "overlay")
+
+
+def compute_tree(graph: nx.Graph, docs: list[Doc], groups, seed: int = 0, known: dict | None = None,
+                 span: str = "union") -> nx.Graph:
     """COMPUTETREE (Algorithm 1): per document a Steiner tree joining its publisher and the
     brokers of its matching subscriptions in ``groups``; their union, edges weighted by how
     many documents use them (length 1 / multiplicity); a low-stretch spanning tree of the
     union's largest part; then shortest paths to every broker the tree lacks. ``known`` keeps
-    Steiner trees by terminal set across calls."""
+    Steiner trees by terminal set across calls.
+
+    ``span="overlay"`` (ours, not the paper's): the low-stretch tree spans the whole overlay,
+    every edge with multiplicity one plus the documents using it, so that brokers the samples
+    never joined keep a bounded stretch too (documents outside the sample travel between
+    them)."""
+    if span not in SPANS:
+        raise ValueError(f"span: expected one of {', '.join(SPANS)}, got {span!r}")
     known = {} if known is None else known
     used: Counter = Counter()
     for doc in docs:
@@ -252,6 +263,12 @@ def compute_tree(graph: nx.Graph, docs: list[Doc], groups, seed: int = 0, known:
             if edges is None:
                 edges = known[terminals] = [_edge(a, b) for a, b in steiner(graph, terminals).edges]
             used.update(edges)
+    if span == "overlay":
+        whole = nx.Graph()
+        whole.add_nodes_from(graph)
+        for a, b in sorted(_edge(a, b) for a, b in graph.edges):
+            whole.add_edge(a, b, length=1.0 / (1 + used[(a, b)]))
+        return low_stretch_tree(whole, seed=seed)
     union = nx.Graph()
     for (a, b), count in sorted(used.items()):
         union.add_edge(a, b, length=1.0 / count)
@@ -319,9 +336,11 @@ class Planner:
     per cluster it considers. ``trees_computed`` counts those calls (the work measure)."""
 
     def __init__(self, graph: nx.Graph, docs: list[Doc], seed: int = 0,
-                 members: dict[str, tuple[str, ...]] | None = None) -> None:
-        """``members``: per group, the brokers of all its subscriptions (SemCast's channels)."""
+                 members: dict[str, tuple[str, ...]] | None = None, span: str = "union") -> None:
+        """``members``: per group, the brokers of all its subscriptions (SemCast's channels);
+        ``span``: what COMPUTETREE's low-stretch tree spans (``compute_tree``)."""
         self.graph = graph
+        self.span = span
         self.members = members or {}
         self.names = sorted(graph)
         self.index = {name: i for i, name in enumerate(self.names)}
@@ -342,7 +361,7 @@ class Planner:
         if found is None:
             indices = self._doc_indices(groups)
             docs = [self.docs[i] for i in indices]
-            tree = compute_tree(self.graph, docs, groups, self.seed, self._steiner)
+            tree = compute_tree(self.graph, docs, groups, self.seed, self._steiner, self.span)
             self.trees_computed += 1
             arrays = Tree(tree, self.names)
             found = Cluster(groups, indices, arrays, cluster_cost(arrays, self.index, docs, groups))
@@ -376,6 +395,10 @@ class Planner:
         groups = frozenset(groups)
         docs = [self.docs[i] for i in self._doc_indices(groups)]
         return cluster_cost(tree, self.index, docs, groups, self.channel_brokers(groups) if flooded else None)
+
+    def flooded_cost(self, tree: Tree) -> int:
+        """The documents' cost without content filtering: each crosses every edge of ``tree``."""
+        return len(self.docs) * tree.joining_edges(range(len(self.names)))
 
     def configuration_cost(self, trees: list[Tree], cluster_of_group: dict[str, int], flooded: bool = False) -> int:
         """A configuration's cost: every sampled group on the tree of its cluster (cluster 0
@@ -462,3 +485,29 @@ class Planner:
         for keys in holders.values():
             pairs.update(combinations(keys, 2))
         return sorted(pairs)
+
+
+# ---------------------------------------------------------------------- configurations
+
+
+def configure(planner: Planner, algorithm: str, base: Tree, single_for_all: bool = False) -> tuple[list[Tree], dict[str, int], int]:
+    """The configuration ``algorithm`` plans from the planner's documents: its trees (cluster 0
+    is ``base``, for the groups no cluster names; SPT's is its one tree), the cluster of each
+    group, and its cost on those documents. ``single_for_all``: SINGLE's tree serves every
+    group of ``planner.members``, sampled or not (the paper's SINGLE: one tree for all);
+    otherwise groups without samples stay on ``base``, as the coordinator keeps them."""
+    if algorithm == "SPT":
+        tree = Tree(spt(planner.graph, planner.seed), planner.names)
+        return [tree], {}, planner.cost_on(tree, planner.sampled_groups())
+    if algorithm == "OPT":
+        return [base], {}, opt_cost(planner.graph, planner.docs)
+    plans = {"SINGLE": planner.single, "MULT": planner.mult, "MULT2": planner.mult2,
+             "SemCast": planner.semcast, "SemCast-filtered": planner.semcast}
+    clusters = plans[algorithm]()
+    groups = {g: i for i, c in enumerate(clusters, start=1) for g in sorted(c.groups)}
+    if single_for_all and algorithm == "SINGLE":
+        groups |= {g: 1 for g in sorted(planner.members) if g not in groups}
+    cost = (planner.cost(clusters) if algorithm != "SemCast-filtered"
+            else sum(planner.cost_on(c.tree, c.groups) for c in clusters))
+    return [base] + [c.tree for c in clusters], groups, cost
+

@@ -2,6 +2,7 @@
 every algorithm on cyclic overlays (also while trees are swapped), the cost model against
 counted copies, and identical results across host counts."""
 import dataclasses
+import itertools
 import json
 import random
 
@@ -112,6 +113,130 @@ def test_a_semcast_channel_costs_the_way_to_all_its_brokers_even_for_groups_no_d
     channel = {"g1": 1, "g2": 1}
     assert planner.configuration_cost([line, line], channel, flooded=True) == 5  # b0 to b5
     assert planner.configuration_cost([line, line], channel, flooded=False) == 2  # b0 to b2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_low_stretch_tree_stretches_small_graphs_little_more_than_the_best_spanning_tree(seed):
+    graph = nx.relabel_nodes(nx.gnm_random_graph(10, 16, seed=seed), lambda i: f"v{i}")
+    if not nx.is_connected(graph):
+        graph = nx.relabel_nodes(nx.grid_2d_graph(3, 4), lambda p: f"n{p[0]}-{p[1]}")
+    best = min(trees.average_stretch(graph, tree) for tree in nx.SpanningTreeIterator(graph))  # brute force
+    found = trees.average_stretch(graph, trees.low_stretch_tree(graph, seed=seed))
+    assert best <= found <= 1.25 * best
+
+
+def test_average_stretch_is_the_mean_tree_distance_across_the_graphs_edges():
+    graph = nx.cycle_graph([f"c{i}" for i in range(6)])
+    path = nx.path_graph([f"c{i}" for i in range(6)])  # the cycle without c5-c0
+    assert trees.average_stretch(graph, path) == (5 * 1 + 5) / 6
+
+
+def test_an_overlay_spanning_computetree_keeps_the_path_the_samples_use_and_spans_everything():
+    cycle = nx.cycle_graph([f"c{i:02d}" for i in range(20)])
+    path = [f"c{i:02d}" for i in range(6)]
+    docs = [trees.Doc("c00", (("g", ("c05",)),))] * 8
+    for span in trees.SPANS:
+        tree = trees.compute_tree(cycle, docs, {"g"}, span=span)
+        assert nx.is_tree(tree) and set(tree) == set(cycle)
+        assert all(tree.has_edge(a, b) for a, b in zip(path, path[1:])), span
+    with pytest.raises(ValueError, match="span: expected one of union, overlay"):
+        trees.compute_tree(cycle, docs, {"g"}, span="graph")
+
+
+def test_unfiltered_spt_sends_every_document_across_every_tree_edge():
+    graph = topologies.transit_stub(seed=4)
+    docs = sampled_docs(graph, 30, 4)
+    planner = trees.Planner(graph, docs)
+    tree = trees.Tree(trees.spt(graph, 1), planner.names)
+    assert planner.flooded_cost(tree) == 30 * (graph.number_of_nodes() - 1)
+    assert planner.cost_on(tree, planner.sampled_groups()) < planner.flooded_cost(tree)
+
+
+def test_the_papers_single_tree_serves_groups_no_sample_matched():
+    graph = topologies.transit_stub(seed=4)
+    docs = sampled_docs(graph, 20, 4)
+    members = {f"g{i}": ("x",) for i in range(30)}  # g12..g29: no document matches them
+    planner = trees.Planner(graph, docs, members=members)
+    base = trees.Tree(trees.bfs_tree(graph, min(graph)), planner.names)
+    _, ours, _ = trees.configure(planner, "SINGLE", base)
+    _, papers, cost = trees.configure(planner, "SINGLE", base, single_for_all=True)
+    assert set(ours) == set(planner.sampled_groups()) and set(papers) == set(members)
+    assert set(papers.values()) == {1} and cost == planner.cost(planner.single())
+
+
+# ---------------------------------------------------------------------- the paper's datasets and graphs
+
+
+def test_gt_itm_graphs_have_the_papers_sizes_dense_stubs_and_extra_links():
+    for nodes, expected in ((500, 490), (1000, 980)):
+        graph = topologies.gt_itm(nodes, seed=2)
+        assert graph.number_of_nodes() == expected and nx.is_connected(graph)
+        assert nx.utils.graphs_equal(graph, topologies.gt_itm(nodes, seed=2))
+    stub_links = [(a, b) for a, b in graph.edges if a[0] != b[0]]  # a transit and a stub broker
+    assert len(stub_links) > 4 * 5 * 4  # one per stub domain (1,000 nodes: 80), and extra ones
+    across = [(a, b) for a, b in graph.edges if a[0] == b[0] == "s" and a.rsplit("-", 1)[0] != b.rsplit("-", 1)[0]]
+    assert across, "no link between two stub domains"
+    assert graph.number_of_edges() > 2 * graph.number_of_nodes()
+    with pytest.raises(ValueError, match="nodes: expected one of 500, 1000, 2000, 5000"):
+        topologies.gt_itm(600)
+
+
+def within(graph, brokers, size: int) -> bool:
+    """Whether some broker's ``size`` nearest (breadth first) hold all of ``brokers``."""
+    from workloads.generators import _neighbourhood
+
+    return any(set(brokers) <= set(_neighbourhood(graph, sorted(graph), root, size)) for root in sorted(graph))
+
+
+def test_the_papers_keywords_sit_on_ten_brokers_of_a_neighbourhood_and_documents_come_from_anywhere():
+    graph = topologies.gt_itm(500, seed=3)
+    records = GENERATORS["keywords_paper"](sorted(graph), graph, 3, keywords=60, documents=400)
+    subscriptions = [r for r in records if r["op"] == "subscribe"]
+    assert len({r["broker"] for r in subscriptions}) == len(subscriptions)  # one per broker
+    held_at = {r["broker"]: {k.split(",")[0][1:] for k in r["filter"].split(" || ")} for r in subscriptions}
+    holders: dict[str, list[str]] = {}
+    for broker, keywords in held_at.items():
+        for keyword in keywords:
+            holders.setdefault(keyword, []).append(broker)
+    assert len(holders) == 60 and all(len(b) == 10 for b in holders.values())  # 2% of 490 brokers: 10
+    assert all(within(graph, brokers, 10) for brokers in list(holders.values())[:15])
+    home = {r["client"]: r["broker"] for r in records if r["op"] == "advertise"}
+    publications = [r for r in records if r["op"] == "publish"]
+    for r in publications[:20]:
+        keywords = {part.split(",")[0].strip("[") for part in r["content"].split("],[")}
+        assert any(keywords <= set().union(*(held_at[b] for b in nearest_holders(graph, root, held_at)))
+                   for root in sorted(graph)), r
+    publishers = [home[r["client"]] for r in publications]
+    assert len(set(publishers)) > 0.5 * 490  # 400 draws from 490 brokers: about 272 distinct
+    own = sum(bool(held_at.get(home[r["client"]], set()) & {p.split(",")[0].strip("[") for p in r["content"].split("],[")})
+              for r in publications)
+    assert own < 0.1 * len(publications)  # a publisher rarely holds a keyword of its own document
+
+
+def nearest_holders(graph, root: str, held_at: dict) -> list[str]:
+    """The three brokers with a subscription nearest to ``root`` (breadth first)."""
+    from workloads.generators import _breadth_first
+
+    return list(itertools.islice((b for b in _breadth_first(graph, root) if b in held_at), 3))
+
+
+def test_documents_name_the_brokers_of_the_subscriptions_they_match_like_the_scalar_oracle():
+    from protocols.language import matches, parse_filter, parse_publication
+    from workloads.oracle import documents
+
+    graph = topologies.transit_stub(seed=5)
+    records = GENERATORS["keywords_paper"](sorted(graph), graph, 5, keywords=30, documents=60)
+    docs, members = documents(records)
+    subscriptions = [r for r in records if r["op"] == "subscribe"]
+    home = {r["client"]: r["broker"] for r in records if "broker" in r}
+    publications = [r for r in records if r["op"] == "publish"]
+    brokers_of = {text: tuple(sorted(s["broker"] for s in subscriptions if s["filter"] == text))
+                  for text in {s["filter"] for s in subscriptions}}
+    assert len(docs) == len(publications) and members == brokers_of
+    for doc, r in zip(docs, publications):
+        publication = parse_publication(r["content"])
+        expected = sorted((text, brokers) for text, brokers in brokers_of.items() if matches(parse_filter(text), publication))
+        assert doc.publisher == home[r["client"]] and list(doc.groups) == expected
 
 
 # ---------------------------------------------------------------------- brokers on a pump

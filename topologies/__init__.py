@@ -164,6 +164,48 @@ def transit_stub(
     return graph
 
 
+# (transit domains, transit brokers per domain, stub domains per transit broker, brokers per stub)
+GT_ITM_SIZES = {500: (2, 5, 4, 12), 1000: (4, 5, 4, 12), 2000: (4, 5, 4, 25), 5000: (5, 8, 5, 25)}
+
+
+@generator("gt_itm")
+def gt_itm(
+    nodes: int = 500,
+    seed: int = 0,
+    transit_edge_probability: float = 0.5,
+    stub_edge_probability: float = 0.42,
+    extra_transit_stub: float = 0.1,
+    extra_stub_stub: float = 0.1,
+) -> nx.Graph:
+    """GT-ITM's transit-stub model (Zegura, Calvert and Bhattacharjee, "How to model an
+    internetwork", 1996) at the sizes the multi-tree paper uses (about ``nodes``: 490, 980,
+    2,020 or 5,040 brokers, ``GT_ITM_SIZES``), with the edge probabilities of GT-ITM's own
+    transit-stub example (pure random graphs: 0.5 inside a transit domain, 0.42 inside a stub
+    domain, every pair of transit domains linked) and its two kinds of extra edges, drawn per
+    stub domain: with probability ``extra_transit_stub`` a second link from one of its brokers
+    to another transit broker of its transit domain, and with probability ``extra_stub_stub``
+    a link to a broker of another stub domain. The paper names none of these parameters."""
+    if nodes not in GT_ITM_SIZES:
+        raise ValueError(f"nodes: expected one of {', '.join(map(str, GT_ITM_SIZES))}, got {nodes}")
+    for name, p in (("extra_transit_stub", extra_transit_stub), ("extra_stub_stub", extra_stub_stub)):
+        if not 0 <= p <= 1:
+            raise ValueError(f"{name} must be within [0, 1], got {p}")
+    domains, transit, stubs, stub_nodes = GT_ITM_SIZES[nodes]
+    graph = transit_stub(domains, transit, stubs, stub_nodes, transit_edge_probability, stub_edge_probability,
+                         domain_edge_probability=1.0, seed=seed)
+    rng = random.Random(f"{seed}/gt_itm")
+    stub_domains = [(d, i, [f"s{d}-{i}-{k}-{j}" for j in range(stub_nodes)])
+                    for d in range(domains) for i in range(transit) for k in range(stubs)]
+    for d, i, members in stub_domains:
+        if transit > 1 and rng.random() < extra_transit_stub:
+            other = rng.choice([t for t in range(transit) if t != i])
+            graph.add_edge(rng.choice(members), f"t{d}-{other}")
+        if len(stub_domains) > 1 and rng.random() < extra_stub_stub:
+            _, _, elsewhere = rng.choice([s for s in stub_domains if s[2] is not members])
+            graph.add_edge(rng.choice(members), rng.choice(elsewhere))
+    return graph
+
+
 def _random_domain(graph: nx.Graph, nodes: list[str], probability: float, rng: random.Random) -> None:
     """Link every pair of ``nodes`` with ``probability``, and along a random spanning tree."""
     for i, a in enumerate(nodes):

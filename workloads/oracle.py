@@ -34,3 +34,31 @@ def expected_subscribers(injections: list[Injection], check_conformance: bool = 
             count = len(subscriptions.matching(publication)) if admitted else 0
             found.append((message.id, injection.t_us, count))
     return found
+
+
+def documents(records: list[dict]) -> tuple[list, dict[str, tuple[str, ...]]]:
+    """A workload's publications as the multi-tree planners see them (``protocols.trees.Doc``:
+    the publisher's broker and, per subscription group it matches, that group's brokers), in
+    trace order, and per group the brokers of its subscriptions. A group is the subscriptions
+    with one filter text; subscriptions and publishers are those of the whole trace (the
+    papers' offline evaluation: every subscription is in place before any document)."""
+    from protocols.language import parse_filter, parse_publication
+    from protocols.trees import Doc
+
+    members: dict[str, set[str]] = {}
+    home: dict[str, str] = {}
+    for record in records:
+        if "broker" in record and record["op"] != "move":
+            home.setdefault(record["client"], record["broker"])
+        if record["op"] == "subscribe":
+            members.setdefault(record["filter"], set()).add(record["broker"])
+    groups = {text: tuple(sorted(brokers)) for text, brokers in members.items()}
+    index = FilterIndex()
+    for text in sorted(groups):
+        index.add(text, parse_filter(text))
+    docs = []
+    for record in records:
+        if record["op"] == "publish":
+            matched = sorted(index.matching(parse_publication(record["content"])))
+            docs.append(Doc(home[record["client"]], tuple((text, groups[text]) for text in matched)))
+    return docs, groups
