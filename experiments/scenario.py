@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import gc
 import inspect
+import random
 import re
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from actors.engine import Settings
 from actors.faults import FaultSchedule, parse_faults
 from protocols.errors import InputError
 from protocols.pruning import PruningSettings
-from protocols.multitree import MultitreeSettings
+from protocols.multitree import OFFLINE_SAMPLE, MultitreeSettings
 from protocols.relocation import RelocationSettings
 from protocols.softlinks import SoftLinkSettings
 from protocols.stack import MIXINS, PROTOCOL_KEYS
@@ -467,6 +468,18 @@ def build_workload(scenario: dict, graph, base: Path, path: Path):
             gc.enable()
 
 
+def offline_sample(injections, fraction: float, seed: int) -> tuple[int, tuple]:
+    """Multi-tree routing's offline plan (``plan: offline``): a seeded random ``fraction`` of
+    the workload's publications (at least one), as (publisher's broker, publication) in trace
+    order, and the time of the first publication, when the coordinator plans."""
+    publications = [i for i in injections if i.message.kind == "pub"]
+    if not publications:
+        return 0, ()
+    count = max(1, round(fraction * len(publications)))
+    chosen = sorted(random.Random(f"{seed}/multitree/offline").sample(range(len(publications)), count))
+    return publications[0].t_us, tuple((publications[i].broker, publications[i].message.publication) for i in chosen)
+
+
 def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     """Load, validate and resolve a scenario file into everything a run needs."""
     path = Path(path)
@@ -491,9 +504,12 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     duration_us = None if duration is None else parse_duration(duration, f"{path}: duration")
     every = runtime["checkpoint_every"]
     checkpoint_every_us = None if every is None else parse_duration(every, f"{path}: runtime.checkpoint_every")
+    protocol = {**scenario["protocol"], "seed": scenario["seed"]}
+    if (scenario["protocol"]["multitree"] or {}).get("plan") == "offline":
+        protocol[OFFLINE_SAMPLE] = offline_sample(injections, scenario["protocol"]["multitree"]["sample"], scenario["seed"])
     return RunSpec(
         name=scenario["name"], seed=scenario["seed"], graph=graph, injections=injections,
-        protocol={**scenario["protocol"], "seed": scenario["seed"]}, hosts=runtime["hosts"],
+        protocol=protocol, hosts=runtime["hosts"],
         cpus_per_host=runtime["cpus_per_host"], settings=settings, costs=costs,
         duration_us=duration_us, scenario=scenario, faults=faults, checkpoint_every_us=checkpoint_every_us,
         max_recoveries=runtime["max_recoveries"], collect=scenario["output"]["collect"],

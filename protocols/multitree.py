@@ -40,6 +40,12 @@ broker that routes on their trees, on any connected overlay (cycles allowed).
   way; unsubscriptions flood likewise and uncount (links are FIFO, so an unsubscription never
   overtakes its subscription; a home withdraws, in the new epoch, what a plan registers but
   it no longer holds).
+- ``plan: offline`` is the paper's evaluation: the run's sample of ``sample`` of the
+  workload's documents is drawn before it starts (experiments/scenario.py), publishers' brokers
+  ship no samples, and the coordinator plans once, at its first tick from the first
+  publication's time on, from those documents matched against the subscriptions registered
+  by then. ``span`` picks what COMPUTETREE's low-stretch tree spans (trees.compute_tree): the
+  union of the sampled documents' Steiner trees (the paper's Algorithm 1) or the whole overlay.
 - SemCast (Papaemmanouil and Cetintemel, "SemCast: semantic multicast for content-based data
   dissemination", ICDE 2005) as the paper compares it: channels of groups, merged by document
   overlap like MULT but built and costed as channels (a Steiner tree over the brokers of all
@@ -76,6 +82,8 @@ ALGORITHMS = ("MULT", "MULT2", "SINGLE", "SPT", "OPT", "SemCast", "SemCast-filte
 CONTROL_KINDS = ("mt_register", "mt_unregister", "mt_sample", "mt_install", "mt_delta", "mt_delta_ack",
                  "mt_ready", "mt_activate", "mt_sub", "mt_unsub")
 UNKNOWN = -2  # the neighbour index of a broker that is not a neighbour
+PLANS = ("online", "offline")
+OFFLINE_SAMPLE = "multitree_offline_sample"  # the run's protocol mapping: (time, [(publisher, publication)])
 
 
 @dataclass(frozen=True)
@@ -86,11 +94,13 @@ class MultitreeSettings:
     recompute_us: int = 60_000_000
     improvement: float = 0.05
     coordinator: str | None = None
+    plan: str = "online"
+    span: str = "union"
 
     @classmethod
     def parse(cls, given: dict, parse_duration) -> "MultitreeSettings":
         """Settings from a scenario's ``protocol.multitree`` mapping; ValueError names the key."""
-        known = ("algorithm", "sample", "window", "recompute", "improvement", "coordinator")
+        known = ("algorithm", "sample", "window", "recompute", "improvement", "coordinator", "plan", "span")
         values = dict(given)
         for key in values:
             if key not in known:
@@ -106,6 +116,10 @@ class MultitreeSettings:
         improvement = values.get("improvement", cls.improvement)
         if isinstance(improvement, bool) or not isinstance(improvement, (int, float)) or not 0 <= improvement < 1:
             raise ValueError(f"improvement: expected a relative improvement in [0, 1), got {improvement!r}")
+        if values.get("plan", cls.plan) not in PLANS:
+            raise ValueError(f"plan: expected one of {', '.join(PLANS)}, got {values['plan']!r}")
+        if values.get("span", cls.span) not in trees.SPANS:
+            raise ValueError(f"span: expected one of {', '.join(trees.SPANS)}, got {values['span']!r}")
         coordinator = values.get("coordinator")
         if coordinator is not None and not isinstance(coordinator, str):
             raise ValueError(f"coordinator: expected a broker name, got {coordinator!r}")
@@ -388,7 +402,7 @@ class Multitree:
             if self.check_conformance and not self._conforms(msg):
                 ctx.event("nonconforming_publication", pub_id=msg.id, client=msg.client)
                 return
-            if self.sampler.random() < self.multitree.sample:
+            if self.multitree.plan == "online" and self.sampler.random() < self.multitree.sample:
                 self._up(Message("mt_sample", msg.id, publication=msg.publication,
                                  headers=(("publisher", self.me),)), ctx)
             msg = msg.with_headers(epoch=self.active)
@@ -535,7 +549,7 @@ class Multitree:
             if self.registry.pop(msg.key, None) is not None:
                 self.registry_index.remove(msg.key)
         elif msg.kind == "mt_sample":
-            self.window.append((ctx.now, self._document(msg)))
+            self.window.append((ctx.now, self._document(msg.publication, msg.header("publisher"))))
         elif msg.kind == "mt_ready" and self.installing and msg.header("epoch") == self.installing[0]:
             ready = self.installing[1]
             ready.add(msg.header("broker"))
@@ -543,18 +557,20 @@ class Multitree:
                 self.installing = None
                 self.on_mt_activate(Message("mt_activate", msg.id, headers=(("epoch", msg.header("epoch")),)), None, ctx)
 
-    def _document(self, msg: Message) -> trees.Doc:
+    def _document(self, publication, publisher: int) -> trees.Doc:
         names = self.overlay.names
         groups: dict[str, set[str]] = {}
-        for key in self.registry_index.keys_of(self.registry_index.match(msg.publication).slots):
+        for key in self.registry_index.keys_of(self.registry_index.match(publication).slots):
             f, home = self.registry[key]
             groups.setdefault(str(f), set()).add(names[home])
-        return trees.Doc(names[msg.header("publisher")],
-                         tuple(sorted((g, tuple(sorted(b))) for g, b in groups.items())))
+        return trees.Doc(names[publisher], tuple(sorted((g, tuple(sorted(b))) for g, b in groups.items())))
 
     def tick(self, ctx) -> None:
         super().tick(ctx)
         if not self.coordinating or ctx.now < self.next_recompute:
+            return
+        if self.multitree.plan == "offline":
+            self._plan_offline(ctx)
             return
         while self.window and self.window[0][0] < ctx.now - self.multitree.window_us:
             self.window.popleft()
@@ -563,6 +579,17 @@ class Multitree:
         if self.current is not None and self.multitree.algorithm in ("SPT", "OPT"):
             return
         self.next_recompute = ctx.now + self.multitree.recompute_us
+        self._recompute(ctx)
+
+    def _plan_offline(self, ctx) -> None:
+        """The paper's evaluation: one plan, at the first tick from the workload's first
+        publication on, from the sample of its documents drawn before the run (matched against
+        the subscriptions registered by then)."""
+        at_us, sample = self.settings[OFFLINE_SAMPLE]
+        if self.current is not None or ctx.now < at_us or not sample:
+            return
+        index = self.overlay.index
+        self.window = deque((ctx.now, self._document(publication, index[publisher])) for publisher, publication in sample)
         self._recompute(ctx)
 
     def _members(self) -> dict[str, tuple[str, ...]]:
@@ -575,7 +602,7 @@ class Multitree:
     def _recompute(self, ctx) -> None:
         docs = [doc for _, doc in self.window]
         seed, graph, algorithm = self.settings.get("seed", 0), self.overlay.graph, self.multitree.algorithm
-        planner = trees.Planner(graph, docs, seed, self._members())
+        planner = trees.Planner(graph, docs, seed, self._members(), self.multitree.span)
         before = self._plan_cost(planner)
         tree_list, groups, cost = trees.configure(planner, algorithm, self.overlay.base)
         install = before is None or (before - cost) > self.multitree.improvement * before

@@ -12,7 +12,8 @@ import pytest
 
 import topologies
 from protocols import trees
-from protocols.multitree import MultitreeSettings
+from experiments.scenario import offline_sample
+from protocols.multitree import OFFLINE_SAMPLE, PLANS, MultitreeSettings
 from workloads.generators import GENERATORS
 from workloads.trace import compile_trace
 
@@ -247,9 +248,14 @@ def keyword_records(graph, seed: int = 1, **params) -> list[dict]:
     return GENERATORS["keywords"](sorted(graph), graph, seed, **params)
 
 
-def mt_protocol(algorithm: str, **settings) -> dict:
+def mt_protocol(algorithm: str, records: list[dict] | None = None, graph=None, **settings) -> dict:
+    """``plan: offline`` takes the ``records`` (on ``graph``) to draw the sample from, as a run does."""
     settings = {"sample": 1.0, "recompute_us": 5_000_000, **settings}
-    return {"multitree": dataclasses.asdict(MultitreeSettings(algorithm=algorithm, **settings)), "seed": 1}
+    protocol = {"multitree": dataclasses.asdict(MultitreeSettings(algorithm=algorithm, **settings)), "seed": 1}
+    if settings.get("plan") == "offline":
+        injections = compile_trace([("trace", r) for r in records], graph)
+        protocol[OFFLINE_SAMPLE] = offline_sample(injections, settings["sample"], 1)
+    return protocol
 
 
 def run_in_two_halves(pump: Pump, records: list[dict], coordinator: str) -> tuple[list, list, int]:
@@ -272,12 +278,13 @@ def run_in_two_halves(pump: Pump, records: list[dict], coordinator: str) -> tupl
     return first, pump.sent[planned:], planned_at
 
 
+@pytest.mark.parametrize("plan", PLANS)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_deliveries_equal_the_oracle_before_and_after_the_first_plan(algorithm):
+def test_deliveries_equal_the_oracle_before_and_after_the_first_plan(algorithm, plan):
     graph = topologies.transit_stub(seed=3)
     assert graph.number_of_edges() > graph.number_of_nodes()  # cycles
     records = keyword_records(graph)
-    pump = Pump(graph, mt_protocol(algorithm))
+    pump = Pump(graph, mt_protocol(algorithm, records, graph, plan=plan, sample=1.0 if plan == "online" else 0.2))
     flooded, routed, _ = run_in_two_halves(pump, records, min(graph))
     assert sorted(pump.deliveries) == sorted(expected_deliveries(records))
     assert [kind for kind, _ in pump.events if kind.startswith("multitree")] == [
@@ -286,6 +293,42 @@ def test_deliveries_equal_the_oracle_before_and_after_the_first_plan(algorithm):
     half = len([r for r in records if r["op"] == "publish"]) // 2
     assert copies(flooded) == half * (graph.number_of_nodes() - 1)  # epoch 0 floods T0
     assert copies(routed) < copies(flooded) / 5
+
+
+@pytest.mark.parametrize("algorithm", ["MULT", "SINGLE", "SemCast"])
+def test_an_offline_plan_is_the_online_coordinators_first_plan_from_the_same_documents(algorithm):
+    graph = topologies.transit_stub(seed=6)
+    records = keyword_records(graph, seed=6)
+    publications = [r for r in records if r["op"] == "publish"]
+    first_half = records[: records.index(publications[len(publications) // 2])]  # what the online one samples
+    plans = {}
+    for plan in PLANS:
+        protocol = mt_protocol(algorithm, first_half, graph, plan=plan, span="overlay")
+        pump = Pump(graph, protocol)
+        run_in_two_halves(pump, records, min(graph))
+        plans[plan] = pump.brokers[min(graph)].current
+        if plan == "offline":
+            assert not [s for s in pump.sent if s[2] == "mt_sample"]  # nothing sampled during the run
+    online, offline = plans["online"], plans["offline"]
+    assert offline.cluster_of_group == online.cluster_of_group and len(offline.trees) == len(online.trees) > 1
+    assert all(np.array_equal(a.parent, b.parent) for a, b in zip(offline.trees, online.trees))
+
+
+def test_a_scenario_planned_offline_plans_once_from_its_share_of_the_documents(write_scenario, tmp_path):
+    from actors.results import read_table
+    from experiments.cli import main
+
+    scenario = {"name": "offline", "duration": "40s",
+                "topology": {"generator": {"name": "transit_stub", "seed": 2}},
+                "workload": {"generator": {"name": "keywords_paper", "keywords": 80, "documents": 400}},
+                "protocol": {"multitree": {"algorithm": "MULT", "plan": "offline", "sample": 0.05}},
+                "runtime": {"hosts": 0}}
+    assert main(["run", str(write_scenario(scenario)), "--out", str(tmp_path / "run")]) == 0
+    events = read_table(tmp_path / "run", "events").to_pylist()
+    planned = [json.loads(e["detail"]) for e in events if e["kind"] == "multitree_recomputed"]
+    assert len(planned) == 1 and planned[0]["docs"] == 20 and planned[0]["installed"]
+    kinds = {m["kind"] for m in read_table(tmp_path / "run", "messages").to_pylist()}
+    assert "mt_sample" not in kinds and "mt_install" in kinds
 
 
 @pytest.mark.parametrize("algorithm", ["MULT", "SemCast"])
