@@ -80,10 +80,14 @@ def main() -> None:
     parser.add_argument("--sample", type=float, default=0.03)
     parser.add_argument("--span", default="union,overlay")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--publishers", type=int, default=0, help="keywords_paper: fixed publisher brokers (0: any)")
+    parser.add_argument("--subscriptions", default="per_broker", help="keywords_paper: per_broker or per_keyword")
     parser.add_argument("--algorithms", default="SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered")
     args = parser.parse_args()
     graph = graph_of(args.graph, args.size, args.seed)
-    records = GENERATORS[args.workload](sorted(graph), graph, args.seed, dataset=args.dataset, documents=args.documents)
+    variant = {"publishers": args.publishers, "subscriptions": args.subscriptions} if args.workload == "keywords_paper" else {}
+    records = GENERATORS[args.workload](sorted(graph), graph, args.seed, dataset=args.dataset, documents=args.documents,
+                                        **variant)
     docs, members = documents(records)
     sample, _ = split(len(docs), args.sample, args.seed)
     rows = []
@@ -97,7 +101,7 @@ def main() -> None:
     for row in rows:
         row["vs_opt"] = row["all"] / opt if opt else float("nan")
     print(f"\n{args.graph}, {graph.number_of_nodes()} brokers, {graph.number_of_edges()} links, {args.workload} "
-          f"{args.dataset}, {len(docs)} documents, {len(sample)} sampled ({args.sample:g})\n")
+          f"{args.dataset} {variant}, {len(docs)} documents, {len(sample)} sampled ({args.sample:g})\n")
     print_table(rows, [("algorithm", "{}"), ("span", "{}"), ("all", "{:.2f}"), ("vs_opt", "{:.2f}"),
                        ("sampled", "{:.2f}"), ("unsampled", "{:.2f}"), ("trees", "{}"), ("computed", "{:,}"),
                        ("plan_s", "{:.1f}")])

@@ -214,6 +214,22 @@ def test_the_papers_keywords_sit_on_ten_brokers_of_a_neighbourhood_and_documents
     assert own < 0.1 * len(publications)  # a publisher rarely holds a keyword of its own document
 
 
+def test_the_keyword_variants_split_subscriptions_per_keyword_and_fix_the_publishers():
+    graph = topologies.transit_stub(seed=4)
+    generate = GENERATORS["keywords_paper"]
+    papers = generate(sorted(graph), graph, 4, keywords=50, documents=100)
+    per_keyword = generate(sorted(graph), graph, 4, keywords=50, documents=100, subscriptions="per_keyword")
+    pairs = lambda records: sorted((r["broker"], k) for r in records if r["op"] == "subscribe"  # noqa: E731
+                                   for k in r["filter"].split(" || "))
+    assert pairs(per_keyword) == pairs(papers)
+    assert all(" || " not in r["filter"] for r in per_keyword if r["op"] == "subscribe")
+    assert len([r for r in per_keyword if r["op"] == "subscribe"]) > len([r for r in papers if r["op"] == "subscribe"])
+    fixed = generate(sorted(graph), graph, 4, keywords=50, documents=100, publishers=5)
+    assert len({r["client"] for r in fixed if r["op"] == "publish"}) == 5
+    with pytest.raises(ValueError, match="subscriptions: expected per_broker or per_keyword"):
+        generate(sorted(graph), graph, 4, subscriptions="per_node")
+
+
 def nearest_holders(graph, root: str, held_at: dict) -> list[str]:
     """The three brokers with a subscription nearest to ``root`` (breadth first)."""
     from workloads.generators import _breadth_first

@@ -746,6 +746,8 @@ def keywords_paper(
     keywords_per_document: int = 3,
     subscribe_interval: float = 0.001,
     publish_interval: float = 0.05,
+    publishers: int = 0,
+    subscriptions: str = "per_broker",
 ) -> list[dict]:
     """The multi-tree paper's datasets as its text gives them (SETUPS.md, paper 003): per
     keyword a random root and its closest x% of the brokers (breadth first, neighbours in name
@@ -758,11 +760,20 @@ def keywords_paper(
     closest to a random broker (breadth first), and comes from a publisher broker drawn at
     random on its own (not from those brokers). Both sizes are not stated by the paper; the paper's
     "about 5 documents per keyword" cannot hold with 10,000 documents and 1,000 keywords (it
-    would take half a keyword per document): ours have about 20."""
+    would take half a keyword per document): ours have about 20.
+
+    Two variants that are not the paper's, to tell what its results depend on:
+    ``publishers: N`` draws each document's publisher from N fixed brokers instead of all, and
+    ``subscriptions: per_keyword`` gives every (keyword, broker) its own subscription
+    ``[k3,isPresent,0]`` (then a group is a keyword, not a broker)."""
     if dataset not in KEYWORD_DATASETS:
         raise ValueError(f"dataset: expected one of {', '.join(KEYWORD_DATASETS)}, got {dataset!r}")
     if min(keywords, subscribers, documents, nearby, keywords_per_document) < 1:
         raise ValueError("keywords, subscribers, documents, nearby and keywords_per_document must be at least 1")
+    if publishers < 0:
+        raise ValueError(f"publishers: expected 0 (every broker) or a count, got {publishers}")
+    if subscriptions not in ("per_broker", "per_keyword"):
+        raise ValueError(f"subscriptions: expected per_broker or per_keyword, got {subscriptions!r}")
     rng = rng_for(seed, "keywords_paper")
     size = max(1, math.ceil(len(brokers) * KEYWORD_DATASETS[dataset] / 100))
     held: dict[str, list[int]] = {}
@@ -772,9 +783,15 @@ def keywords_paper(
             held.setdefault(broker, []).append(k)
     records, t = [], 0.0
     for broker in sorted(held):
-        records.append({"t": round(t, 6), "op": "subscribe", "client": f"S-{broker}", "broker": broker,
-                        "id": f"S-{broker}", "filter": " || ".join(f"[k{k},isPresent,0]" for k in held[broker])})
-        t += subscribe_interval
+        filters = [" || ".join(f"[k{k},isPresent,0]" for k in held[broker])]
+        if subscriptions == "per_keyword":
+            filters = [f"[k{k},isPresent,0]" for k in held[broker]]
+        for i, text in enumerate(filters):
+            name = f"S-{broker}" if len(filters) == 1 else f"S-{broker}-{i}"
+            records.append({"t": round(t, 6), "op": "subscribe", "client": name, "broker": broker, "id": name,
+                            "filter": text})
+            t += subscribe_interval
+    places = sorted(rng.sample(brokers, min(publishers, len(brokers)))) if publishers else brokers
     draws = []
     for _ in range(documents):
         origin = rng.choice(brokers)
@@ -782,7 +799,7 @@ def keywords_paper(
         holders = itertools.islice((b for b in around if b in held), nearby)
         candidates = sorted({k for b in holders for k in held[b]})
         chosen = sorted(rng.sample(candidates, min(rng.randint(1, keywords_per_document), len(candidates))))
-        draws.append((rng.choice(brokers), chosen))
+        draws.append((rng.choice(places), chosen))
     every = ",".join(f"[k{k},isPresent,0]" for k in range(keywords))
     for broker in sorted({publisher for publisher, _ in draws}):
         records.append({"t": round(t, 6), "op": "advertise", "client": f"P-{broker}", "broker": broker,
