@@ -360,7 +360,8 @@ class _RayTransport:
         self._gather([actor.start.remote(replace(s, injections=[]) if snapshots else s,
                                          snapshots[s.host] if snapshots else None)
                       for actor, s in zip(self.actors, specs)])
-        self._gather([a.connect.remote(self.actors) for a in self.actors])
+        self.relayed = relays(self.nodes())
+        self._gather([a.connect.remote(self.actors, self.relayed) for a in self.actors])
 
     def restore(self, checkpoint: Checkpoint | None) -> None:
         """New host actors (anywhere in the cluster), as they were at ``checkpoint`` or from
@@ -432,6 +433,13 @@ class _RayTransport:
         statuses = self._gather([a.finish.remote(end) for a in self.actors])
         self._store_files()
         return statuses
+
+
+def relays(nodes: list[str | None]) -> bool:
+    """Whether hosts exchange their batches through host 0 rather than pair by pair: where
+    more than two hosts share nodes, the calls compete for the same CPUs and a relay makes
+    2 (N - 1) calls a window instead of N (N - 1); with a node each, pairs run in parallel."""
+    return len(nodes) > 2 and len(set(nodes)) < len(nodes)
 
 
 def ray_runtime_env() -> dict:

@@ -85,6 +85,7 @@ class BrokerHost:
         self.spec = replace(spec, injections=[])
         self.writer = TableWriter(Collected() if spec.run_dir is None else spec.run_dir, spec.host)
         self.peers: list = []
+        self.relay = False
         self.inbox: dict[int, dict[int, tuple]] = {}
         self.arrived = threading.Condition()
         if snapshot is None:
@@ -136,9 +137,12 @@ class BrokerHost:
 
         return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
-    def connect(self, peers: list) -> None:
-        """Actor handles of every host, indexed by host number (this host's own is unused)."""
+    def connect(self, peers: list, relay: bool = False) -> None:
+        """Actor handles of every host, indexed by host number (this host's own is unused).
+        ``relay``: batches and statuses travel through host 0 (two calls per host and window
+        instead of one per pair of hosts: cheaper where hosts share a node's CPUs)."""
         self.peers = peers
+        self.relay = relay
 
     def deliver(self, window: int, sender: int, batch: list, status: Status) -> None:
         """A peer's batch and status after its window number ``window`` (called by peers)."""
@@ -149,25 +153,46 @@ class BrokerHost:
     def run_chunk(self, statuses: list[Status], stop: int, lookahead: int) -> Status:
         """Run windows, starting from every host's ``statuses``, until the next one would begin
         at or after ``stop``."""
-        others = [h for h in range(self.spec.hosts) if h != self.spec.host]
+        exchange = self._relayed if self.relay else self._direct
         start = next_window_start(statuses)
         while start < stop:
             status, *batches = self.run_window(int(min(window_end(statuses, lookahead), stop)))
-            number = self.window_number
-            for host in others:
-                self.peers[host].deliver.remote(number, self.spec.host, batches[host], status)
-            started = time.perf_counter()
-            with self.arrived:
-                self.arrived.wait_for(lambda: len(self.inbox.get(number, ())) == len(others))
-                received = self.inbox.pop(number, {})
-            self.waiting_s += time.perf_counter() - started
-            statuses = [status]
-            for host in sorted(received):
-                batch, peer_status = received[host]
+            incoming, statuses = exchange(self.window_number, batches, status)
+            for batch in incoming:
                 self.engine.receive(batch)
-                statuses.append(peer_status)
             start = next_window_start(statuses)
         return self.status()
+
+    def _direct(self, number: int, batches: list, status: Status) -> tuple[list, list[Status]]:
+        """Every peer its batch and this status; theirs back (batches in host order)."""
+        others = [h for h in range(self.spec.hosts) if h != self.spec.host]
+        for host in others:
+            self.peers[host].deliver.remote(number, self.spec.host, batches[host], status)
+        received = self._await(number, len(others))
+        return [received[h][0] for h in sorted(received)], [status] + [received[h][1] for h in sorted(received)]
+
+    def _relayed(self, number: int, batches: list, status: Status) -> tuple[list, list[Status]]:
+        """Through host 0: every other host sends it all its batches and its status, and gets
+        back the batches for it (in sender order) and every status."""
+        me, hosts = self.spec.host, self.spec.hosts
+        if me != 0:
+            self.peers[0].deliver.remote(number, me, batches, status)
+            return self._await(number, 1)[0]
+        received = self._await(number, hosts - 1)
+        sent = {0: batches, **{h: b for h, (b, _) in received.items()}}
+        statuses = [status] + [received[h][1] for h in range(1, hosts)]
+        for host in range(1, hosts):
+            self.peers[host].deliver.remote(number, 0, [sent[h][host] for h in range(hosts) if h != host], statuses)
+        return [sent[h][0] for h in range(1, hosts)], statuses
+
+    def _await(self, number: int, count: int) -> dict[int, tuple]:
+        """The ``count`` deliveries of window ``number``, by sender."""
+        started = time.perf_counter()
+        with self.arrived:
+            self.arrived.wait_for(lambda: len(self.inbox.get(number, ())) == count)
+            received = self.inbox.pop(number, {})
+        self.waiting_s += time.perf_counter() - started
+        return received
 
     def take_files(self) -> list[tuple[str, bytes]]:
         """The files written since the last call, for the driver to store (output.collect: driver)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from actors.coordinator import run
+from actors.coordinator import relays, run
 from actors.partition import host_weights, partition
 from actors.results import read_table
 from experiments.scenario import resolve
@@ -61,6 +61,11 @@ def test_hosts_spread_over_the_worker_nodes_and_results_match_one_process(tmp_pa
     assert weights == [1.0, 1.0] and brokers == partition(resolve(SCENARIO).graph, 2, weights)
     run(resolve(SCENARIO), tmp_path / "local", progress=False)
     assert rows(tmp_path / "cluster") == rows(tmp_path / "local")
+
+
+def test_hosts_sharing_nodes_relay_through_host_zero_and_hosts_on_nodes_of_their_own_exchange_directly():
+    assert relays(["n1"] * 3) and relays(["n1", "n1", "n2"])  # calls would compete for the same CPUs
+    assert not relays(["n1", "n2", "n3"]) and not relays(["n1", "n1"])  # two hosts: one call each way anyway
 
 
 def test_cluster_yaml_is_valid_for_the_installed_ray_and_keeps_hosts_off_the_head():
