@@ -4,7 +4,7 @@ network size and keyword dataset, with each run's wall time and peak memory.
 
     python bench/bench_multitree.py [--sizes 500,2000] [--datasets Localized1,Localized2,Uniform]
                                     [--algorithms SPT,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered]
-                                    [--documents 4000] [--set KEY=VALUE ...]
+                                    [--documents 4000] [--set KEY=VALUE ...] [--paper]
 
 Each run is ``experiments/scenarios/multitree_<algorithm>.yaml`` with the size's transit-stub
 parameters, the dataset and ``--documents`` documents, in a process of its own (``hosts: 0``),
@@ -12,7 +12,9 @@ so its peak resident memory is its own. Communication cost is publication copies
 brokers per publication: ``planned`` counts the publications from the first active plan on
 (before it they flood the coordinator's tree), ``final`` those from the last plan on (the
 plan computed from the most samples). ``vs OPT`` divides ``final`` by OPT's in the same
-setting.
+setting. ``--paper``: the paper's evaluation instead, on GT-ITM graphs (``gt_itm``) with its
+keyword datasets (``keywords_paper``), each algorithm planned once from 3% of the documents
+drawn before the run (``plan: offline``); compare with ``bench_trees.py``'s offline costs.
 """
 import argparse
 import json
@@ -33,12 +35,22 @@ SIZES = {500: (2, 5, 4, 12), 2000: (4, 5, 4, 25)}
 ALGORITHMS = ["SPT", "SINGLE", "MULT2", "MULT", "OPT", "SemCast", "SemCast-filtered"]
 
 
-def run_one(algorithm: str, size: int, dataset: str, documents: int, overrides: list[str], out: Path) -> dict:
-    domains, transit, stubs, stub_nodes = SIZES[size]
-    sets = [f"topology.generator.transit_domains={domains}", f"topology.generator.transit_nodes={transit}",
-            f"topology.generator.stubs_per_transit={stubs}", f"topology.generator.stub_nodes={stub_nodes}",
-            f"workload.generator.dataset={dataset}", f"workload.generator.documents={documents}",
-            f"duration={documents * 0.05 + 30:.0f}s", "runtime.hosts=0", *overrides]
+# the paper's setup (--paper): GT-ITM graphs, its keyword datasets, planned offline from 3%
+PAPER = ["topology.generator={{name: gt_itm, nodes: {size}, seed: 1}}",
+         "workload.generator={{name: keywords_paper, dataset: {dataset}, documents: {documents}}}",
+         "protocol.multitree.plan=offline"]
+
+
+def run_one(algorithm: str, size: int, dataset: str, documents: int, overrides: list[str], out: Path,
+            paper: bool = False) -> dict:
+    if paper:
+        sets = [setting.format(size=size, dataset=dataset, documents=documents) for setting in PAPER]
+    else:
+        domains, transit, stubs, stub_nodes = SIZES[size]
+        sets = [f"topology.generator.transit_domains={domains}", f"topology.generator.transit_nodes={transit}",
+                f"topology.generator.stubs_per_transit={stubs}", f"topology.generator.stub_nodes={stub_nodes}",
+                f"workload.generator.dataset={dataset}", f"workload.generator.documents={documents}"]
+    sets += [f"duration={documents * 0.05 + 30:.0f}s", "runtime.hosts=0", *overrides]
     scenario = SCENARIOS / f"multitree_{algorithm.lower().replace('-', '_')}.yaml"
     command = [sys.executable, "-m", "experiments.cli", "run", str(scenario), "--out", str(out)]
     command += [arg for value in sets for arg in ("--set", value)]
@@ -85,6 +97,8 @@ def main() -> None:
     parser.add_argument("--algorithms", default=",".join(ALGORITHMS))
     parser.add_argument("--documents", type=int, default=4000)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--paper", action="store_true",
+                        help="the paper's setup: gt_itm graphs, keywords_paper datasets, plan: offline")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +107,7 @@ def main() -> None:
                 setting = []
                 for algorithm in args.algorithms.split(","):
                     out = Path(tmp) / f"{size}-{dataset}-{algorithm}"
-                    setting.append(run_one(algorithm, size, dataset, args.documents, args.overrides, out))
+                    setting.append(run_one(algorithm, size, dataset, args.documents, args.overrides, out, args.paper))
                     print(f"{size} {dataset} {algorithm}: {setting[-1]['wall_s']:.0f} s", file=sys.stderr)
                 opt = next((r["final"] for r in setting if r["algorithm"] == "OPT"), None)
                 for row in setting:

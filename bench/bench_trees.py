@@ -16,13 +16,13 @@ low-stretch tree spans: the union of the samples' Steiner trees (the paper's Alg
 the whole overlay (``protocols/trees.py``).
 """
 import argparse
-import random
 import time
 
 from comparison import print_table
 
 import topologies
 from bench_multitree import SIZES
+from experiments.scenario import offline_indices
 from protocols import trees
 from workloads.generators import GENERATORS
 from workloads.oracle import documents
@@ -34,13 +34,6 @@ def graph_of(kind: str, size: int, seed: int):
     if kind == "gt_itm":
         return topologies.gt_itm(size, seed=seed)
     return topologies.transit_stub(*SIZES[size], stub_edge_probability=0.1, seed=seed)
-
-
-def split(count: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """A seeded random sample of ``fraction`` of ``count`` documents, and the rest (in order)."""
-    chosen = sorted(random.Random(f"{seed}/sample").sample(range(count), max(1, round(count * fraction))))
-    taken = set(chosen)
-    return chosen, [i for i in range(count) if i not in taken]
 
 
 def evaluate(graph, docs, members, sample: list[int], algorithm: str, seed: int, span: str) -> dict:
@@ -89,7 +82,7 @@ def main() -> None:
     records = GENERATORS[args.workload](sorted(graph), graph, args.seed, dataset=args.dataset, documents=args.documents,
                                         **variant)
     docs, members = documents(records)
-    sample, _ = split(len(docs), args.sample, args.seed)
+    sample = offline_indices(len(docs), args.sample, args.seed)  # the emulator's plan: offline draws the same
     rows = []
     for algorithm in args.algorithms.split(","):
         spans = args.span.split(",") if algorithm in ("SINGLE", "MULT", "MULT2") else ["union"]

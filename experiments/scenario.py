@@ -475,9 +475,14 @@ def offline_sample(injections, fraction: float, seed: int) -> tuple[int, tuple]:
     publications = [i for i in injections if i.message.kind == "pub"]
     if not publications:
         return 0, ()
-    count = max(1, round(fraction * len(publications)))
-    chosen = sorted(random.Random(f"{seed}/multitree/offline").sample(range(len(publications)), count))
+    chosen = offline_indices(len(publications), fraction, seed)
     return publications[0].t_us, tuple((publications[i].broker, publications[i].message.publication) for i in chosen)
+
+
+def offline_indices(count: int, fraction: float, seed: int) -> list[int]:
+    """Which of ``count`` documents an offline plan samples: a seeded random ``fraction`` of
+    them (at least one), in order (bench/bench_trees.py draws the same)."""
+    return sorted(random.Random(f"{seed}/multitree/offline").sample(range(count), max(1, round(fraction * count))))
 
 
 def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:

@@ -604,7 +604,8 @@ class Multitree:
         seed, graph, algorithm = self.settings.get("seed", 0), self.overlay.graph, self.multitree.algorithm
         planner = trees.Planner(graph, docs, seed, self._members(), self.multitree.span)
         before = self._plan_cost(planner)
-        tree_list, groups, cost = trees.configure(planner, algorithm, self.overlay.base)
+        offline = self.multitree.plan == "offline"  # the paper's evaluation: its SINGLE serves every group
+        tree_list, groups, cost = trees.configure(planner, algorithm, self.overlay.base, single_for_all=offline)
         install = before is None or (before - cost) > self.multitree.improvement * before
         ctx.event("multitree_recomputed", algorithm=algorithm, docs=len(docs), clusters=len(tree_list),
                   cost_before=before, cost_after=cost, trees_computed=planner.trees_computed, installed=install)
