@@ -24,6 +24,7 @@ import topologies
 from bench_multitree import SIZES
 from experiments.scenario import offline_indices
 from protocols import trees
+from protocols.multitree import Overlay
 from workloads.generators import GENERATORS
 from workloads.oracle import documents
 
@@ -31,9 +32,10 @@ FILTERED = {"SPT-unfiltered": "SPT", "SemCast-filtered": "SemCast-filtered"}
 
 
 def graph_of(kind: str, size: int, seed: int):
-    if kind == "gt_itm":
-        return topologies.gt_itm(size, seed=seed)
-    return topologies.transit_stub(*SIZES[size], stub_edge_probability=0.1, seed=seed)
+    """The overlay as the emulator's brokers build it (their Steiner trees break ties alike)."""
+    graph = topologies.gt_itm(size, seed=seed) if kind == "gt_itm" else topologies.transit_stub(
+        *SIZES[size], stub_edge_probability=0.1, seed=seed)
+    return Overlay(topologies.neighbours(graph), min(graph)).graph
 
 
 def evaluate(graph, docs, members, sample: list[int], algorithm: str, seed: int, span: str) -> dict:
