@@ -256,6 +256,20 @@ def test_documents_name_the_brokers_of_the_subscriptions_they_match_like_the_sca
         assert doc.publisher == home[r["client"]] and list(doc.groups) == expected
 
 
+def test_documents_come_from_the_broker_their_publisher_is_at_when_it_publishes():
+    from workloads.oracle import documents
+
+    records = [{"t": 0, "op": "subscribe", "client": "S", "broker": "B3", "id": "S1", "filter": "[k1,isPresent,0]"},
+               {"t": 0, "op": "advertise", "client": "P", "broker": "B1", "id": "A", "filter": "[k1,isPresent,0]"},
+               {"t": 1, "op": "publish", "client": "P", "id": "D1", "content": "[k1,1]"},
+               {"t": 2, "op": "move", "client": "P", "broker": "B2"},
+               {"t": 3, "op": "publish", "client": "P", "id": "D2", "content": "[k1,1]"},
+               {"t": 4, "op": "publish", "client": "P", "id": "D3", "content": "[k2,1]"}]
+    docs, groups = documents(records)
+    assert [d.publisher for d in docs] == ["B1", "B2", "B2"] and groups == {"[k1,isPresent,0]": ("B3",)}
+    assert [d.groups for d in docs] == [(("[k1,isPresent,0]", ("B3",)),)] * 2 + [()]
+
+
 # ---------------------------------------------------------------------- brokers on a pump
 
 

@@ -758,9 +758,9 @@ def keywords_paper(
     group is a broker. Each of ``documents`` documents names 1 to ``keywords_per_document``
     keywords drawn from the subscriptions of the ``nearby`` brokers with a subscription
     closest to a random broker (breadth first), and comes from a publisher broker drawn at
-    random on its own (not from those brokers). Both sizes are not stated by the paper; the paper's
-    "about 5 documents per keyword" cannot hold with 10,000 documents and 1,000 keywords (it
-    would take half a keyword per document): ours have about 20.
+    random on its own (not from those brokers). The paper states neither size, and its "about 5
+    documents per keyword" cannot hold with 10,000 documents and 1,000 keywords (it would take
+    half a keyword per document): ours have about 20.
 
     Two variants that are not the paper's, to tell what its results depend on:
     ``publishers: N`` draws each document's publisher from N fixed brokers instead of all, and

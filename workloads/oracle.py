@@ -5,7 +5,8 @@ its publisher's active advertisements reaches nobody when brokers check conforma
 from __future__ import annotations
 
 from protocols.index import FilterIndex
-from protocols.language import conforms
+from protocols.language import conforms, parse_filter, parse_publication
+from protocols.trees import Doc
 
 from .trace import Injection
 
@@ -38,27 +39,24 @@ def expected_subscribers(injections: list[Injection], check_conformance: bool = 
 
 def documents(records: list[dict]) -> tuple[list, dict[str, tuple[str, ...]]]:
     """A workload's publications as the multi-tree planners see them (``protocols.trees.Doc``:
-    the publisher's broker and, per subscription group it matches, that group's brokers), in
-    trace order, and per group the brokers of its subscriptions. A group is the subscriptions
-    with one filter text; subscriptions and publishers are those of the whole trace (the
-    papers' offline evaluation: every subscription is in place before any document)."""
-    from protocols.language import parse_filter, parse_publication
-    from protocols.trees import Doc
-
+    the publisher's broker when it publishes and, per subscription group it matches, that
+    group's brokers), in trace order, and per group the brokers of its subscriptions. A group
+    is the subscriptions with one filter text, placed where they were made; all of the trace's
+    subscriptions count for every document (the paper's offline evaluation: every
+    subscription is in place before any document)."""
     members: dict[str, set[str]] = {}
-    home: dict[str, str] = {}
     for record in records:
-        if "broker" in record and record["op"] != "move":
-            home.setdefault(record["client"], record["broker"])
         if record["op"] == "subscribe":
             members.setdefault(record["filter"], set()).add(record["broker"])
     groups = {text: tuple(sorted(brokers)) for text, brokers in members.items()}
     index = FilterIndex()
     for text in sorted(groups):
         index.add(text, parse_filter(text))
-    docs = []
+    docs, at = [], {}
     for record in records:
+        if "broker" in record and (record["op"] == "move" or record["client"] not in at):
+            at[record["client"]] = record["broker"]
         if record["op"] == "publish":
             matched = sorted(index.matching(parse_publication(record["content"])))
-            docs.append(Doc(home[record["client"]], tuple((text, groups[text]) for text in matched)))
+            docs.append(Doc(at[record["client"]], tuple((text, groups[text]) for text in matched)))
     return docs, groups
