@@ -26,8 +26,7 @@ SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
     ("relocation_enterprise", "static", "relocation_small_enterprise_static.yaml"),
     ("relocation_random", "grape_delay", "relocation_small_random_grape_delay.yaml"),
     ("relocation_enterprise", "pop", "relocation_small_enterprise_pop.yaml"),
-    ("multitree_localized2", "MULT", "multitree_small_mult.yaml"),
-    ("multitree_localized2", "SemCast-filtered", "multitree_small_semcast_filtered.yaml"),
+    ("multitree_localized1", "MULT", "multitree_paper_small.yaml"),
 ])
 def test_small_runs_are_the_shipped_test_sized_scenarios(figure, label, shipped):
     loaded = figures.load(figure)
