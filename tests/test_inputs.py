@@ -43,7 +43,7 @@ CASES = [
     ("two topologies", scenario(topology={"generator": {"name": "line"}, "edgelist": "x.edges"}), None, {},
      "topology: give exactly one of 'edgelist' or 'generator'"),
     ("unknown generator", scenario(topology={"generator": {"name": "ring"}}), None, {},
-     "topology.generator.name: unknown generator 'ring' (known: balanced_tree, enterprise49, enterprise55, line, random_tree, regions, star, transit_stub)"),
+     "topology.generator.name: unknown generator 'ring' (known: balanced_tree, enterprise49, enterprise55, gt_itm, line, random_tree, regions, star, transit_stub)"),
     ("unknown parameter", scenario(topology={"generator": {"name": "line", "size": 3}}), None, {},
      "topology.generator.size: unknown parameter of generator 'line' (parameters: n)"),
     ("parameter type", scenario(topology={"generator": {"name": "line", "n": "three"}}), None, {},
