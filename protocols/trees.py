@@ -510,4 +510,3 @@ def configure(planner: Planner, algorithm: str, base: Tree, single_for_all: bool
     cost = (planner.cost(clusters) if algorithm != "SemCast-filtered"
             else sum(planner.cost_on(c.tree, c.groups) for c in clusters))
     return [base] + [c.tree for c in clusters], groups, cost
-
