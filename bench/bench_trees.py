@@ -1,12 +1,14 @@
 """The multi-tree planners offline, evaluated as the paper does (issue 38): every algorithm
-plans from a random sample of the documents (the paper's 3% of 10,000) and every document is
-then costed on the configuration, in sample and out of it, with the planning wall time (the
-paper's tree computation time).
+plans from a seeded random sample of the documents (the paper's 3% of 10,000; the same
+sample the emulator's ``plan: offline`` draws) and every document is then costed on the
+configuration, in sample and out of it, with the planning wall time (the paper's tree
+computation time).
 
     python bench/bench_trees.py [--graph transit_stub|gt_itm] [--size 500]
         [--workload keywords_paper|keywords] [--dataset Localized1|Localized2|Uniform]
         [--documents 10000] [--sample 0.03] [--span union,overlay] [--seed 1]
         [--algorithms SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered]
+        [--publishers N] [--subscriptions per_broker|per_keyword]   (keywords_paper's variants)
 
 Costs are publication copies (tree edges) per document. SPT filters along its tree;
 SPT-unfiltered sends every document across the whole tree. Groups no sampled document matches
