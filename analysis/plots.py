@@ -350,6 +350,10 @@ def multitree(rows, labels, path: Path):
                             for r in rows if r["algorithm"] == algorithm)
             axes[1].plot(*zip(*points), marker="o", label=algorithm)
         axes[1].set(title="Cost against sampling factor", xlabel="sampling factor", ylabel="copies per publication")
+        samples = [r["sample"] for r in rows]
+        if max(samples) >= 10 * min(samples):  # factors a decade or more apart (the paper's 0.001-0.5)
+            axes[1].set_xscale("log")
+            style.readable_log(axes[1], "x")
         axes[1].legend(fontsize="small")
     else:
         axes[1].bar(range(len(present)), [by_run[label]["clusters"] or 0 for label in present],
