@@ -22,6 +22,8 @@ import networkx as nx
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from analysis.runs import local_frame
+
 US = 1_000_000
 
 
@@ -187,8 +189,8 @@ def broker_load(t: dict, by_broker: DataFrame, measured_us: dict[str, int]) -> D
     simulated second. ``by_broker``: the result of ``messages_by_broker``."""
     m = by_broker.groupBy("run", "broker").agg(*[F.sum(c).alias(c) for c in ("arrived", "processed", "dropped")])
     busy = t["samples"].groupBy("run", "broker").agg((F.sum("busy_us") / US).alias("busy_s"))
-    ends = t["brokers"].sparkSession.createDataFrame(
-        [(run, span / US) for run, span in measured_us.items()], "run string, measured_s double")
+    ends = local_frame(t["brokers"].sparkSession, [(run, span / US) for run, span in measured_us.items()],
+                       "run string, measured_s double")
     load = (t["brokers"].select("run", "broker", "role")  # every broker, even one that got no message
             .join(m, ["run", "broker"], "left").join(busy, ["run", "broker"], "left").join(ends, "run"))
     load = load.fillna(0, ["arrived", "processed", "dropped", "busy_s"])
@@ -243,7 +245,7 @@ def multitree(t: dict, runs) -> DataFrame:
         if settings:
             generator = ((r.manifest["scenario"].get("workload") or {}).get("generator") or {})
             info.append((r.label, settings["algorithm"], generator.get("dataset"), float(settings["sample"])))
-    runs_frame = spark.createDataFrame(info, "run string, algorithm string, dataset string, sample double")
+    runs_frame = local_frame(spark, info, "run string, algorithm string, dataset string, sample double")
     m = t["messages"].where(F.col("kind") == "pub")
     published = m.where(m.sender.isNull()).select("run", F.col("msg_id").alias("pub_id"),
                                                   F.col("t_arrive_us").alias("t_pub_us"))
@@ -326,7 +328,7 @@ def publication_copies(t: dict) -> DataFrame:
     copies from clients or over non-overlay links, or when the overlay is not a tree)."""
     spark: SparkSession = t["links"].sparkSession
     links = [(r.run, r.a, r.b) for r in t["links"].select("run", "a", "b").collect()]
-    positions = spark.createDataFrame(overlay_positions(links), "run string, broker string, tin int, tout int, parent string")
+    positions = local_frame(spark, overlay_positions(links), "run string, broker string, tin int, tout int, parent string")
     delivered = t["delivery_groups"].select("run", "pub_id", "broker").join(F.broadcast(positions), ["run", "broker"],
                                                                             "left")
     per_pub = delivered.groupBy("run", "pub_id").agg(
@@ -440,9 +442,8 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
     overall = by_role.where(F.col("role") == "all").select(
         "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward_fraction",
         (1 - F.col("pure_forward_fraction")).alias("yield"))
-    info = spark.createDataFrame(
-        [(r.label, str(r.path), int(r.manifest.get("brokers") or 0), r.sim_end_us / US) for r in runs],
-        "run string, path string, brokers int, sim_end_s double")
+    info = local_frame(spark, [(r.label, str(r.path), int(r.manifest.get("brokers") or 0), r.sim_end_us / US)
+                               for r in runs], "run string, path string, brokers int, sim_end_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
     for part in (counts, publications, d, peaks, final, overall, moved, trees):

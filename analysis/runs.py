@@ -109,11 +109,7 @@ def read_tables(spark, runs: list[Run]) -> dict:
     for table, ddl in TABLES.items():
         if table in STATIC_TABLES:
             continue
-        frames = [_measured(_read_table(spark, run.path, table, ddl), table, run).withColumn("run", F.lit(run.label))
-                  for run in runs]
-        frame = frames[0]
-        for other in frames[1:]:
-            frame = frame.unionByName(other, allowMissingColumns=True)
+        frame = _measured(_read_runs(spark, runs, table, ddl), table, runs)
         for column, kind in PROTOCOL_COLUMNS.get(table, {}).items():
             if column not in frame.columns:
                 frame = frame.withColumn(column, F.lit(None).cast(kind))
@@ -121,14 +117,52 @@ def read_tables(spark, runs: list[Run]) -> dict:
     return tables
 
 
-def _measured(frame, table: str, run: Run):
-    """The rows of ``table`` inside the run's window (every row for the whole run)."""
+def _read_runs(spark, runs: list[Run], table: str, ddl: str):
+    """``table`` of every run in one scan, each row labelled with its run by the directory of
+    the file it came from. One scan, not one per run joined by unions: on small runs Spark's
+    time goes to planning and running each scan of a query, so a union of runs made every
+    query as many times dearer (bench/RESULTS.md)."""
     from pyspark.sql import functions as F
 
-    if run.window.whole:
+    parts = {run.label: run.path.names(table, "*.parquet") for run in runs}
+    present = [run for run in runs if parts[run.label]]
+    if not present:
+        return local_frame(spark, [], ddl + ", run string")
+    schema = _merged_schema([(run.path, table, parts[run.label]) for run in present])
+    folders = {}  # each run's table folder as Spark names the files it reads
+    for run in present:
+        for file in spark.read.schema(schema).parquet(run.path.spark_path(table)).inputFiles():
+            folders[file.rsplit("/", 1)[0]] = run.label
+    label = F.create_map(*[F.lit(x) for item in sorted(folders.items()) for x in item])
+    folder = F.regexp_extract(F.input_file_name(), r"^(.*)/[^/]*$", 1)
+    frame = spark.read.schema(schema).parquet(*[run.path.spark_path(table) for run in present])
+    return frame.withColumn("run", label[folder])
+
+
+def _measured(frame, table: str, runs: list[Run]):
+    """The rows of ``table`` inside each run's window (every row for whole runs)."""
+    from pyspark.sql import functions as F
+
+    windowed = [run for run in runs if not run.window.whole]
+    if not windowed:
         return frame
-    start, end = run.measured_us
-    return frame.where(F.col(TIME_COLUMNS[table]).between(start, end))
+    time = F.col(TIME_COLUMNS[table])
+    inside = F.lit(False)
+    for run in runs:
+        start, end = run.measured_us
+        inside = inside | ((F.col("run") == run.label) & time.between(start, end))
+    return frame.where(inside)
+
+
+def local_frame(spark, rows: list[tuple], ddl: str):
+    """A DataFrame of a few ``rows`` made in the driver, its columns given in Spark DDL, handed
+    to the JVM as Arrow. ``createDataFrame`` of Python rows would make it a Python RDD that
+    every query touching it recomputes in a Python worker (a second or so a query)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    schema = to_arrow_schema(StructType.fromDDL(ddl))
+    return spark.createDataFrame(pa.Table.from_pylist([dict(zip(schema.names, row)) for row in rows], schema))
 
 
 def _read_static(spark, runs: list[Run], table: str):
@@ -141,17 +175,12 @@ def _read_static(spark, runs: list[Run], table: str):
     return spark.createDataFrame(pa.concat_tables(parts))
 
 
-def _read_table(spark, run_dir: RunDir, table: str, ddl: str):
-    parts = run_dir.names(table, "*.parquet")
-    if not parts:
-        return spark.createDataFrame([], ddl)
-    return spark.read.schema(_merged_schema(run_dir, table, parts)).parquet(run_dir.spark_path(table))
-
-
-def _merged_schema(run_dir: RunDir, table: str, parts: list[str]):
-    """The union of the parts' columns, read from their footers: what Spark's ``mergeSchema``
-    finds, without the Spark job it runs per table (seconds on a small run)."""
+def _merged_schema(tables: list[tuple[RunDir, str, list[str]]]):
+    """The union of the columns of every part (run directory, table, part names), read from
+    their footers: what Spark's ``mergeSchema`` finds, without the Spark job it runs per table
+    (seconds on a small run)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    schemas = [pq.read_schema(run_dir.path(f"{table}/{part}"), filesystem=run_dir.fs) for part in parts]
+    schemas = [pq.read_schema(run_dir.path(f"{table}/{part}"), filesystem=run_dir.fs)
+               for run_dir, table, parts in tables for part in parts]
     return from_arrow_schema(pa.unify_schemas(schemas))

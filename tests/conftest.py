@@ -1,4 +1,5 @@
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -25,15 +26,38 @@ def pytest_configure(config):
         os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix=f"ray-{worker}-")
 
 
+RUNTIME_FIXTURES = ("ray_session", "spark_session", "analysis_in_session")
+RUNTIME_GROUP = "ray-and-spark"
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
 def pytest_collection_modifyitems(config, items):
-    """Tests that share a module-scoped fixture (runs made once and checked by several tests)
-    go to one xdist worker together (``--dist loadgroup``), which builds the fixture once."""
+    """How ``--dist loadgroup`` shares tests out among xdist workers. Tests that start Ray or
+    Spark (marked ``ray``, or using the session's Ray instance or Spark session) all go to one
+    worker: a second Ray instance or JVM on two cores slows both workers' runtime tests about
+    twice (bench/RESULTS.md), while the other worker runs the tests that need neither. Tests
+    that share a module-scoped fixture (runs made once and checked by several tests) go to one
+    worker together, which builds the fixture once."""
     for item in items:
-        shared = sorted(name for name, definitions in item._fixtureinfo.name2fixturedefs.items()
-                        if definitions[-1].scope == "module")
+        fixtures = item._fixtureinfo.name2fixturedefs
+        if item.get_closest_marker("ray") or any(name in fixtures for name in RUNTIME_FIXTURES):
+            item.add_marker(pytest.mark.xdist_group(RUNTIME_GROUP))
+            continue
+        shared = sorted(name for name, definitions in fixtures.items() if definitions[-1].scope == "module")
         if shared:
             item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{shared[0]}"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Under xdist, a test outside the runtime group that starts Ray in this process fails: it
+    would put a second Ray instance on the machine (mark it ``ray``)."""
+    yield
+    ray = sys.modules.get("ray")
+    grouped = any(mark.args == (RUNTIME_GROUP,) for mark in item.iter_markers("xdist_group"))
+    if os.environ.get("PYTEST_XDIST_WORKER") and ray is not None and not grouped and ray.is_initialized():
+        ray.shutdown()
+        pytest.fail("this test started Ray but is not marked ray (tests/conftest.py: RUNTIME_GROUP)")
 
 
 @pytest.hookimpl(hookwrapper=True)
