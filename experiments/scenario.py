@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import gc
 import inspect
+import json
 import random
 import re
 from pathlib import Path
@@ -443,11 +444,54 @@ def _number_or_text(text: str):
         return text
 
 
+_shared_workloads: dict | None = None  # see workloads_shared
+
+
+@contextlib.contextmanager
+def workloads_shared():
+    """Within it, scenarios that build the same workload on the same overlay (the same
+    workload section and seed, brokers and links, and trace file) get one build: the runs of a
+    figure, the points of a sweep or the files of one ``validate`` that differ only in protocol
+    or runtime settings. The builds are dropped when it ends."""
+    global _shared_workloads
+    outer, _shared_workloads = _shared_workloads, {}
+    try:
+        yield
+    finally:
+        _shared_workloads = outer
+
+
+def _workload_key(scenario: dict, graph, base: Path) -> str | None:
+    """None for a trace that cannot be read (building it reports why)."""
+    workload = scenario["workload"]
+    trace = None
+    if workload.get("trace"):
+        try:
+            stat = (base / workload["trace"]).stat()
+        except OSError:
+            return None
+        trace = [str((base / workload["trace"]).resolve()), stat.st_mtime_ns, stat.st_size]
+    links = sorted((*sorted((a, b)), sorted(data.items())) for a, b, data in graph.edges(data=True))
+    return json.dumps([workload, scenario["seed"], str(base.resolve()), trace, sorted(graph), links],
+                      sort_keys=True, default=str)
+
+
 def build_workload(scenario: dict, graph, base: Path, path: Path):
-    """The workload's injections. The cycle collector is paused while they are built, and
-    what is built is frozen out of its view (``gc.freeze``): it would walk the millions of
-    records and messages (none of them in a cycle) again and again, and took more than half the
-    time of building the mobile rush hour."""
+    """The workload's injections (built once for scenarios that share it, inside
+    ``workloads_shared``)."""
+    key = None if _shared_workloads is None else _workload_key(scenario, graph, base)
+    if key is None:
+        return _build_workload(scenario, graph, base, path)
+    if key not in _shared_workloads:
+        _shared_workloads[key] = _build_workload(scenario, graph, base, path)
+    return _shared_workloads[key]
+
+
+def _build_workload(scenario: dict, graph, base: Path, path: Path):
+    """The cycle collector is paused while the injections are built, and what is built is
+    frozen out of its view (``gc.freeze``): it would walk the millions of records and messages
+    (none of them in a cycle) again and again, and took more than half the time of building
+    the mobile rush hour."""
     workload = scenario["workload"]
     collecting = gc.isenabled()
     gc.collect()  # so that no garbage is frozen with the workload, never to be collected

@@ -262,3 +262,39 @@ def test_good_trace_validates(tmp_path, capsys):
     (tmp_path / "ops.jsonl").write_text("\n".join(json.dumps(r) for r in GOOD_TRACE))
     assert main(["validate", str(path)]) == 0
     assert "valid: 3 brokers, 3 operations" in capsys.readouterr().out
+
+
+def test_scenarios_that_share_a_workload_build_it_once_inside_workloads_shared(tmp_path):
+    """Same workload section, seed, overlay and trace file: one build; another seed, another
+    overlay or a trace file that changed: a build of its own; outside the context: always."""
+    from experiments.scenario import resolve, workloads_shared
+
+    generated = {"generator": {"name": "random_mix", "operations": 40}}
+    files = {
+        "a": scenario(workload=generated),
+        "b": scenario(workload=generated, protocol={"covering": "active"}, runtime={"hosts": 0, "costs": "padres"}),
+        "seed": scenario(workload=generated, seed=3),
+        "overlay": scenario(workload=generated, topology={"generator": {"name": "line", "n": 4}}),
+        "trace": scenario(),
+    }
+    for name, content in files.items():
+        (tmp_path / f"{name}.yaml").write_text(json.dumps(content))
+    (tmp_path / "ops.jsonl").write_text("\n".join(json.dumps(r) for r in GOOD_TRACE))
+    with workloads_shared():
+        a, b, seed, overlay, trace = (resolve(tmp_path / f"{name}.yaml").injections for name in files)
+        assert b is a and seed is not a and overlay is not a and seed != a
+        assert resolve(tmp_path / "trace.yaml").injections is trace
+        (tmp_path / "ops.jsonl").write_text("\n".join(json.dumps(r) for r in GOOD_TRACE[:2]))
+        assert len(resolve(tmp_path / "trace.yaml").injections) == 2
+    assert resolve(tmp_path / "a.yaml").injections is not resolve(tmp_path / "b.yaml").injections
+
+
+def test_validate_takes_several_files_and_stops_at_the_first_invalid_one(tmp_path, capsys):
+    (tmp_path / "ops.jsonl").write_text("\n".join(json.dumps(r) for r in GOOD_TRACE))
+    (tmp_path / "good.yaml").write_text(json.dumps(scenario()))
+    (tmp_path / "bad.yaml").write_text(json.dumps(scenario(runtim={"hosts": 0})))
+    assert main(["validate", str(tmp_path / "good.yaml"), str(tmp_path / "good.yaml")]) == 0
+    assert capsys.readouterr().out.count("good.yaml: valid: 3 brokers, 3 operations") == 2
+    assert main(["validate", str(tmp_path / "good.yaml"), str(tmp_path / "bad.yaml")]) == 2
+    captured = capsys.readouterr()
+    assert "good.yaml: valid:" in captured.out and "runtim: unknown key" in captured.err

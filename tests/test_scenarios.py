@@ -11,17 +11,29 @@ from .test_analysis import false_positives_by_components
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
 
-def _shipped(path: Path):
-    """A scenario file; the full-size ones (every workload built, some of millions of
-    operations) under the slow mark, the test-sized ones (``*_small_*``, the quick start) not."""
-    small = "_small" in path.stem or path.stem == "quickstart"
-    return pytest.param(path, id=path.stem, marks=() if small else pytest.mark.slow)
+def _families() -> list:
+    """The shipped scenario files by family (the name without its last part: the variants of
+    one experiment, which mostly share a workload), validated in one call each, so a workload
+    the variants share is built once. Families of full-size files (every workload built, some
+    of millions of operations) run under the slow mark; test-sized ones (``*_small_*``, the
+    quick start) always."""
+    families: dict[str, list[Path]] = {}
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        families.setdefault(path.stem.rsplit("_", 1)[0] if "_" in path.stem else path.stem, []).append(path)
+    return [pytest.param(paths, id=family, marks=() if _small(paths[0]) else pytest.mark.slow)
+            for family, paths in families.items()]
 
 
-@pytest.mark.parametrize("path", [_shipped(p) for p in sorted(SCENARIOS.glob("*.yaml"))])
-def test_shipped_scenarios_validate(path, capsys):
-    assert main(["validate", str(path)]) == 0
-    assert "valid:" in capsys.readouterr().out
+def _small(path: Path) -> bool:
+    return "_small" in path.stem or path.stem == "quickstart"
+
+
+@pytest.mark.parametrize("paths", _families())
+def test_shipped_scenarios_validate(paths, capsys):
+    assert main(["validate", *map(str, paths)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for path in paths:
+        assert any(line.startswith(f"{path}: valid:") for line in lines), path
 
 
 @pytest.fixture(scope="module")
