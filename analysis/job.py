@@ -1,23 +1,31 @@
 """The analysis job: turns one or several run directories into metric tables, plots and a report.
 
     spark-submit analysis/job.py RUN_DIR [RUN_DIR ...] --out REPORT_DIR [--bucket SECONDS]
+    spark-submit analysis/job.py --reports REPORTS.json [--bucket SECONDS]
 
 Runs with any Spark master (``local[*]`` when none is given) and never imports Ray. Writes
 ``REPORT_DIR/tables/<metric>/`` (Parquet, one folder per metric), ``*.png``, ``summary.csv``
-and ``report.md``. Exit status 2 when a path is not a complete run directory.
+and ``report.md``. ``--reports`` names several reports, a JSON list of ``{"out": REPORT_DIR,
+"runs": [RUN_DIR, ...]}``: each is the report of its runs alone, but every metric is computed
+for all of them in one pass (on small runs Spark's time goes to each query, not to the rows:
+several figures' reports cost about what one does). Exit status 2 when a path is not a
+complete run directory.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from analysis import metrics, plots, style, window  # noqa: E402
@@ -33,8 +41,9 @@ SMALL_RUN_QUERIES_AT_ONCE = 3  # a query on little data keeps one core busy plan
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="analysis/job.py", description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories or URIs")
+    parser.add_argument("runs", nargs="*", metavar="RUN_DIR", help="run directories or URIs")
     parser.add_argument("--out", type=Path, default=Path("report"), help="report directory (default: report)")
+    parser.add_argument("--reports", type=Path, help="several reports at once: a JSON list of {out, runs}")
     parser.add_argument("--bucket", type=float, help="time bucket in seconds (default: about 1/100 of the longest run)")
     window.add_arguments(parser)
     return parser
@@ -47,30 +56,63 @@ def default_bucket_us(runs) -> int:
     return max(step * scale for step in (1, 2, 5) if step * scale <= target)
 
 
+@dataclass(frozen=True)
+class Report:
+    """One report of the job: its directory, its runs and its time buckets."""
+    out: Path
+    runs: list[Run]
+    bucket_us: int
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        runs = check_runs(args.runs, window.from_arguments(args))
+        reports = _reports(args)
     except (RunError, ValueError) as exc:
         print(f"analysis: error: {exc}", file=sys.stderr)
         return 2
-    if args.bucket is not None and args.bucket <= 0:
-        print(f"analysis: error: --bucket {args.bucket}: must be positive", file=sys.stderr)
-        return 2
+    runs = [run for report in reports for run in report.runs]
     spark = spark_session(is_small(runs))
     try:
-        analyse_runs(spark, runs, args.out, args.bucket)
+        analyse(spark, reports, is_small(runs))
     finally:
         spark.stop()
-    print(args.out / "report.md")
+    for report in reports:
+        print(report.out / "report.md")
     return 0
+
+
+def _reports(args) -> list[Report]:
+    if args.bucket is not None and args.bucket <= 0:
+        raise ValueError(f"--bucket {args.bucket}: must be positive")
+    if args.runs and args.reports:
+        raise ValueError("give run directories (and --out), or --reports, not both")
+    if not args.runs and not args.reports:
+        raise ValueError("give run directories (and --out), or --reports")
+    measured = window.from_arguments(args)
+    if args.runs:
+        return [report_of(check_runs(args.runs, measured), args.out, args.bucket)]
+    try:
+        given = json.loads(args.reports.read_text())
+        reports = [report_of(check_runs(r["runs"], measured), Path(r["out"]), args.bucket) for r in given]
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"--reports {args.reports}: not a JSON list of {{out, runs}}: {exc}") from None
+    labels = [run.label for report in reports for run in report.runs]
+    if len(set(labels)) != len(labels):
+        raise RunError(f"--reports {args.reports}: two reports have runs of the same name")
+    return reports
+
+
+def report_of(runs: list[Run], out: Path, bucket: float | None = None) -> Report:
+    """The report of checked ``runs`` into ``out``, with time buckets of ``bucket`` seconds
+    (default: ``default_bucket_us``)."""
+    return Report(out, runs, default_bucket_us(runs) if bucket is None else int(bucket * 1_000_000))
 
 
 def analyse_runs(spark, runs: list[Run], out: Path, bucket: float | None = None) -> None:
     """The job on checked ``runs`` in ``spark``, with time buckets of ``bucket`` seconds
     (default: ``default_bucket_us``)."""
-    bucket_us = default_bucket_us(runs) if bucket is None else int(bucket * 1_000_000)
-    analyse(spark, runs, out, bucket_us, is_small(runs))
+    analyse(spark, [report_of(runs, out, bucket)], is_small(runs))
 
 
 def is_small(runs) -> bool:
@@ -105,33 +147,37 @@ def spark_session(small: bool = False, driver_memory: str | None = None):
     return spark
 
 
-def analyse(spark, runs, out: Path, bucket_us: int, small: bool = False) -> None:
-    """Compute every metric, write its table, draw the figures and write the report.
-    Queries run while later ones are planned; ``small``: several at once (see ``is_small``)."""
-    tables = metrics.with_derived(read_tables(spark, runs), bucket_us)
+def analyse(spark, reports: list[Report], small: bool = False) -> None:
+    """Compute every metric over all ``reports``' runs, then write each report: its tables,
+    figures and page. Queries run while later ones are planned; ``small``: several at once
+    (see ``is_small``)."""
+    runs = [run for report in reports for run in report.runs]
+    for report in reports:
+        report.out.mkdir(parents=True, exist_ok=True)
+    width = metrics.bucket_width({run.label: report.bucket_us for report in reports for run in report.runs})
+    tables = metrics.with_derived(read_tables(spark, runs), width)
     tables["samples"] = tables["samples"].cache()
-    out.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(SMALL_RUN_QUERIES_AT_ONCE if small else 1) as pool:
         running = {}
 
         def start(name: str, frame) -> None:
-            running[name] = pool.submit(_collect, name, frame, out)
+            running[name] = pool.submit(_collect, name, frame)
 
         # first the metrics of the tables alone, while the shared intermediate results are planned
-        start("delay_over_time", metrics.delay_over_time(tables, bucket_us))
+        start("delay_over_time", metrics.delay_over_time(tables, width))
         start("delay_distribution", metrics.delay_distribution(tables))
         start("delay_by_pair", metrics.delay_by_pair(tables))
         start("queue_over_time", metrics.queue_over_time(tables))
         start("table_size_over_time", metrics.table_size_over_time(tables))
         start("links_over_time", metrics.links_over_time(tables))
         start("hop_counts", metrics.hop_counts(tables))
-        start("throughput", metrics.throughput(tables, bucket_us))
+        start("throughput", metrics.throughput(tables, width))
         start("drops", metrics.drops(tables))
-        queue_files = pool.submit(metrics.queue_per_broker(tables).write.mode("overwrite").parquet,
-                                  str(out / "tables" / "queue_per_broker"))
+        queues = metrics.queue_per_broker(tables)
+        queue_files = [pool.submit(_write_queue_per_broker, queues, report, len(reports) > 1) for report in reports]
         arrivals = metrics.queue_at_arrivals(tables).cache()
         start("queue_at_arrivals", arrivals)
-        peaks = metrics.queue_peaks(tables, arrivals, bucket_us).cache()
+        peaks = metrics.queue_peaks(tables, arrivals, width).cache()
         start("queue_peaks", peaks)
         by_broker = metrics.messages_by_broker(tables).cache()
         start("messages_by_broker", by_broker)
@@ -150,26 +196,46 @@ def analyse(spark, runs, out: Path, bucket_us: int, small: bool = False) -> None
         start("forwarding_by_role", by_role)
         pubs = metrics.completeness(tables, runs).cache()
         start("faults", metrics.faults(tables, pubs, runs))
-        start("completeness_over_time", metrics.completeness_over_time(pubs, bucket_us))
+        start("completeness_over_time", metrics.completeness_over_time(pubs, width))
         start("summary", metrics.summary(tables, runs, by_broker, peaks, by_role, moved, trees))
         orders = metrics.core_order(tables)
-        core = _core(orders, runs)
-    _write_core_order(orders, out)
-    queue_files.result()
+    for written in queue_files:
+        written.result()
     collected = {name: result.result() for name, result in running.items()}
-    figures = _figures(collected, core, [r.label for r in runs], out)
-    write_report(out, runs, collected, figures, bucket_us)
+    for report in reports:
+        _write(report, collected, orders)
 
 
-def _collect(name: str, frame, out: Path) -> list[dict]:
-    """``frame``'s rows, also written to ``out/tables/name``."""
+def _collect(name: str, frame) -> pa.Table:
     started = time.perf_counter()
     table = frame.toArrow()
-    folder = out / "tables" / name
-    folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, folder / "part-0.parquet")
     print(f"analysis: {name}: {table.num_rows:,} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    return table.to_pylist()
+    return table
+
+
+def _write_queue_per_broker(queues, report: Report, several: bool) -> None:
+    """``tables/queue_per_broker`` of ``report`` (large: written by Spark, never collected)."""
+    from pyspark.sql import functions as F
+
+    if several:
+        queues = queues.where(F.col("run").isin([run.label for run in report.runs]))
+    queues.write.mode("overwrite").parquet(str(report.out / "tables" / "queue_per_broker"))
+
+
+def _write(report: Report, collected: dict[str, pa.Table], orders: dict[str, list[str]]) -> None:
+    """``report``'s tables (its runs' rows of every metric), figures and page."""
+    labels = [run.label for run in report.runs]
+    rows = {}
+    for name, table in collected.items():
+        table = table.filter(pc.is_in(table["run"], pa.array(labels, pa.string())))
+        folder = report.out / "tables" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, folder / "part-0.parquet")
+        rows[name] = table.to_pylist()
+    mine = {label: orders[label] for label in labels if label in orders}
+    _write_core_order(mine, report.out)
+    figures = _figures(rows, _core(mine, report.runs), labels, report.out)
+    write_report(report.out, report.runs, rows, figures, report.bucket_us)
 
 
 def _write_core_order(orders: dict[str, list[str]], out: Path) -> None:

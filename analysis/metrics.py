@@ -3,7 +3,8 @@
 Every function takes the DataFrames of ``runs.read_tables`` (all runs at once, told apart by
 the ``run`` column) and returns a small aggregated DataFrame; only those are collected.
 Times in results are seconds of virtual time (``*_s``); time buckets are labelled by their
-start. Definitions a reader might wonder about:
+start; a bucket's width (``width``) is the same for every run, or each run's own where runs of
+several reports are analysed at once (``bucket_width``). Definitions a reader might wonder about:
 
 - a publication copy is a ``pub`` row of ``messages`` (one per broker it reached, the
   publisher's own broker included); it is *processed* when the broker served it;
@@ -89,13 +90,25 @@ def _scenario_key(runs, *keys: str) -> bool:
     return False
 
 
-def _bucket(column: str, bucket_us: int):
-    return (F.floor(F.col(column) / bucket_us) * bucket_us / US).alias("t_s")
+def bucket_width(widths_us: dict[str, int]):
+    """The time bucket in microseconds of each row's run: a number when every run has the
+    same, else a column that picks the run's own."""
+    (first_run, first_us), *others = widths_us.items()
+    if all(width_us == first_us for _, width_us in others):
+        return first_us
+    width = F.when(F.col("run") == first_run, first_us)
+    for run, width_us in others:
+        width = width.when(F.col("run") == run, width_us)
+    return width
 
 
-def delay_over_time(t: dict, bucket_us: int) -> DataFrame:
+def _bucket(column: str, width):
+    return (F.floor(F.col(column) / width) * width / US).alias("t_s")
+
+
+def delay_over_time(t: dict, width) -> DataFrame:
     """Delivery delay per bucket of delivery time."""
-    groups = t["delivery_groups"].withColumn("t_s", _bucket("t_deliver_us", bucket_us))
+    groups = t["delivery_groups"].withColumn("t_s", _bucket("t_deliver_us", width))
     return _delay_stats(groups, ["run", "t_s"])
 
 
@@ -109,7 +122,7 @@ def delay_distribution(t: dict) -> DataFrame:
     return counts.withColumn("cdf", F.sum("count").over(cumulative) / F.sum("count").over(per_run))
 
 
-def with_derived(t: dict, bucket_us: int) -> dict:
+def with_derived(t: dict, width) -> dict:
     """The tables plus cached ones several metrics share, so ``messages`` is scanned twice
     and ``deliveries`` (the biggest) once more instead of once per metric:
     ``publishers`` (run, pub_id, publisher_broker): where each publication entered the overlay;
@@ -124,7 +137,7 @@ def with_derived(t: dict, bucket_us: int) -> dict:
                   .select("run", F.col("msg_id").alias("pub_id"), F.col("broker").alias("publisher_broker")))
     items = F.coalesce("batch_size", F.lit(1))
     counts = m.groupBy("run", "broker", "kind", m.sender.isNull().alias("from_client"),
-                       _bucket("t_arrive_us", bucket_us)).agg(
+                       _bucket("t_arrive_us", width)).agg(
         F.count(F.lit(1)).alias("arrived"),
         F.count("t_end_us").alias("processed"),
         F.sum(F.col("dropped").cast("int")).alias("dropped"),
@@ -286,10 +299,10 @@ def hop_counts(t: dict) -> DataFrame:
     return counts.withColumn("cdf", F.sum("deliveries").over(cumulative) / F.sum("deliveries").over(per_run))
 
 
-def throughput(t: dict, bucket_us: int) -> DataFrame:
+def throughput(t: dict, width) -> DataFrame:
     """Deliveries and publication copies between brokers per bucket, and their rates per second."""
-    seconds = bucket_us / US
-    deliveries = t["delivery_groups"].groupBy("run", _bucket("t_deliver_us", bucket_us)).agg(
+    seconds = width / US
+    deliveries = t["delivery_groups"].groupBy("run", _bucket("t_deliver_us", width)).agg(
         F.sum("n").alias("deliveries"))
     counts = t["message_counts"]
     copies = counts.where((counts.kind == "pub") & ~counts.from_client).groupBy("run", "t_s").agg(
@@ -381,7 +394,7 @@ def queue_at_arrivals(t: dict) -> DataFrame:
                        .agg(F.max("max_queue").alias("max_queue")), t)
 
 
-def queue_peaks(t: dict, arrivals: DataFrame, bucket_us: int) -> DataFrame:
+def queue_peaks(t: dict, arrivals: DataFrame, width) -> DataFrame:
     """Per run: the longest queue any arriving message found, where and in which bucket, the
     longest before the burst (buckets ending before the first client unsubscription), and the
     drain time: from the peak's bucket to the first later bucket whose longest queue is back
@@ -391,7 +404,7 @@ def queue_peaks(t: dict, arrivals: DataFrame, bucket_us: int) -> DataFrame:
         (F.min("first_us") / US).alias("burst_s"))
     largest = arrivals.groupBy("run", "t_s").agg(F.max("max_queue").alias("queue"))
     baseline = largest.join(burst, "run", "left").groupBy("run").agg(F.coalesce(F.max(F.when(
-        F.col("t_s") + bucket_us / US <= F.col("burst_s"), F.col("queue"))), F.lit(0)).alias("pre_burst_queue"))
+        F.col("t_s") + width / US <= F.col("burst_s"), F.col("queue"))), F.lit(0)).alias("pre_burst_queue"))
     by_peak = Window.partitionBy("run").orderBy(F.desc("max_queue"), "t_s", "broker")
     peak = (arrivals.withColumn("rank", F.row_number().over(by_peak)).where("rank = 1")
             .select("run", F.col("max_queue").alias("peak_queue"), F.col("broker").alias("peak_broker"),
@@ -473,10 +486,10 @@ def completeness(t: dict, runs) -> DataFrame:
     return frame if _scenario_key(runs, "faults") else _nothing(frame)
 
 
-def completeness_over_time(pubs: DataFrame, bucket_us: int) -> DataFrame:
+def completeness_over_time(pubs: DataFrame, width) -> DataFrame:
     """Per run and bucket of publication time: the share of the oracle's deliveries made
     (``pubs``: the result of ``completeness``)."""
-    return pubs.groupBy("run", _bucket("t_pub_us", bucket_us)).agg(
+    return pubs.groupBy("run", _bucket("t_pub_us", width)).agg(
         F.sum("subscribers").alias("expected"), F.sum("missing").alias("missing"),
     ).withColumn("delivered_fraction", 1 - F.col("missing") / F.col("expected"))
 

@@ -118,8 +118,8 @@ def read_tables(spark, runs: list[Run]) -> dict:
 
 
 def _read_runs(spark, runs: list[Run], table: str, ddl: str):
-    """``table`` of every run in one scan, each row labelled with its run by the directory of
-    the file it came from. One scan, not one per run joined by unions: on small runs Spark's
+    """``table`` of every run in one scan, each row labelled with its run by the file it came
+    from (a join with the list of each run's files, as Spark names them). One scan, not one per run joined by unions: on small runs Spark's
     time goes to planning and running each scan of a query, so a union of runs made every
     query as many times dearer (bench/RESULTS.md)."""
     from pyspark.sql import functions as F
@@ -129,14 +129,11 @@ def _read_runs(spark, runs: list[Run], table: str, ddl: str):
     if not present:
         return local_frame(spark, [], ddl + ", run string")
     schema = _merged_schema([(run.path, table, parts[run.label]) for run in present])
-    folders = {}  # each run's table folder as Spark names the files it reads
-    for run in present:
-        for file in spark.read.schema(schema).parquet(run.path.spark_path(table)).inputFiles():
-            folders[file.rsplit("/", 1)[0]] = run.label
-    label = F.create_map(*[F.lit(x) for item in sorted(folders.items()) for x in item])
-    folder = F.regexp_extract(F.input_file_name(), r"^(.*)/[^/]*$", 1)
+    files = local_frame(spark, [(file, run.label) for run in present
+                                for file in spark.read.schema(schema).parquet(run.path.spark_path(table)).inputFiles()],
+                        "file string, run string")
     frame = spark.read.schema(schema).parquet(*[run.path.spark_path(table) for run in present])
-    return frame.withColumn("run", label[folder])
+    return frame.withColumn("file", F.input_file_name()).join(F.broadcast(files), "file").drop("file")
 
 
 def _measured(frame, table: str, runs: list[Run]):

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import analysis.job
@@ -32,12 +34,13 @@ def spark_home() -> Path:
     return Path(importlib.util.find_spec("pyspark").submodule_search_locations[0])
 
 
-def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: str,
+def run_job(reports: list[tuple[Path, list]], small: bool, bucket: float | None, master: str,
             driver_memory: str | None, measured: Window = WHOLE_RUN, report=None) -> int:
-    """Run ``analysis/job.py`` on ``runs`` (paths) with spark-submit, in its own process,
-    with this interpreter as Spark's Python (so a virtual environment need not be activated);
-    its exit status. ``small``: the runs are small (``analysis.job.is_small``). Spark's and
-    the job's output go to ``OUT/analysis.log``; ``report`` (stderr by default) gets an
+    """Run ``analysis/job.py`` with spark-submit, in its own process, on ``reports`` (each a
+    report directory and its runs' paths; several are computed in one pass), with this
+    interpreter as Spark's Python (so a virtual environment need not be activated); its exit
+    status. ``small``: the runs are small (``analysis.job.is_small``). Spark's and the job's
+    output go to ``OUT/analysis.log`` of every report; ``report`` (stderr by default) gets an
     opening line and, when the job fails, its cause in one line."""
     report = report or (lambda line: print(line, file=sys.stderr))
     memory = driver_memory or (SMALL_RUN_DRIVER_MEMORY if small else DRIVER_MEMORY)
@@ -49,15 +52,25 @@ def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: st
                "--conf", "spark.log.level=WARN", "--conf", "spark.ui.enabled=false"]
     if java_options:
         command += ["--driver-java-options", " ".join(java_options)]
-    command += [analysis.job.__file__, *map(str, runs), "--out", str(out)]
+    for out, _ in reports:
+        out.mkdir(parents=True, exist_ok=True)
+    log = reports[0][0] / LOG_FILE
+    listing = None
+    if len(reports) == 1:
+        (out, runs), = reports
+        command += [analysis.job.__file__, *map(str, runs), "--out", str(out)]
+    else:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="reports-", delete=False) as listing:
+            json.dump([{"out": str(out), "runs": list(map(str, runs))} for out, runs in reports], listing)
+        command += [analysis.job.__file__, "--reports", listing.name]
     if bucket is not None:
         command += ["--bucket", str(bucket)]
     command += window.arguments(measured)
-    out.mkdir(parents=True, exist_ok=True)
-    log = out / LOG_FILE
     first = " (the first on this machine: it also writes Spark's class archive, about a minute more, once)" \
         if archive is not None and archive.writing is not None else ""
-    report(f"analysis: {len(runs)} run(s) with Spark{first}; log: {log}")
+    runs = sum(len(runs) for _, runs in reports)
+    report(f"analysis: {runs} run(s){f' in {len(reports)} reports' if len(reports) > 1 else ''} with Spark{first}; "
+           f"log: {log}")
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     status = 1
     try:
@@ -66,6 +79,10 @@ def run_job(runs: list, small: bool, out: Path, bucket: float | None, master: st
     finally:  # an interrupted run leaves no half-written archive behind
         if archive is not None:
             archive.finish(status == 0)
+        if listing is not None:
+            os.unlink(listing.name)
+    for out, _ in reports[1:]:
+        shutil.copyfile(log, out / LOG_FILE)
     if status != 0:
         report(f"analysis: failed: {failure_cause(log)} (the whole output: {log})")
     return status

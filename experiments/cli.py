@@ -27,8 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a scenario key, e.g. --set runtime.hosts=2")
     run.add_argument("--address", help="address of a running Ray cluster (default: start a local one)")
-    validate = commands.add_parser("validate", help="check a scenario without running it")
-    validate.add_argument("scenario", type=Path)
+    validate = commands.add_parser("validate", help="check scenarios without running them")
+    validate.add_argument("scenarios", nargs="+", type=Path, metavar="scenario",
+                          help="scenario files (those sharing a workload build it once)")
     validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     validate.add_argument("--stats", action="store_true",
                           help="also measure the covering structure: roots and the subscriptions each covers")
@@ -50,10 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     from analysis import window
 
     window.add_arguments(analyze)
-    figure = commands.add_parser("figure", help="run and report one figure of the seed papers")
-    figure.add_argument("name", nargs="?", help="the figure (see --list)")
+    figure = commands.add_parser("figure", help="run and report figures of the seed papers")
+    figure.add_argument("names", nargs="*", metavar="name",
+                        help="the figure (see --list); several are analysed in one Spark job")
+    figure.add_argument("--all", action="store_true", help="every figure")
     figure.add_argument("--list", action="store_true", help="name the figures")
-    figure.add_argument("--out", type=Path, help="output directory (default: figures/NAME)")
+    figure.add_argument("--out", type=Path,
+                        help="output directory (default: figures/NAME); of several figures, the parent of "
+                             "one directory each (default: figures)")
     figure.add_argument("--small", action="store_true", help="test-sized runs")
     figure.add_argument("--force", action="store_true",
                         help="start over: remove --out's earlier runs and report (default: reuse complete runs)")
@@ -157,20 +162,28 @@ def _run(args) -> int:
 
 
 def _validate(args) -> int:
+    from experiments.scenario import workloads_shared
+
+    with workloads_shared():
+        for path in args.scenarios:
+            _validate_one(path, args.overrides, args.stats)
+    return 0
+
+
+def _validate_one(path: Path, overrides: list[str], stats: bool) -> None:
     from experiments.scenario import resolve
 
-    spec = resolve(args.scenario, args.overrides)
+    spec = resolve(path, overrides)
     duration = "until idle" if spec.duration_us is None else f"{spec.duration_us / 1e6:g} s"
-    print(f"{args.scenario}: valid: {spec.graph.number_of_nodes()} brokers, {len(spec.injections)} operations, "
+    print(f"{path}: valid: {spec.graph.number_of_nodes()} brokers, {len(spec.injections)} operations, "
           f"duration {duration}, hosts {spec.hosts}, costs {spec.costs.name}")
-    if args.stats:
+    if stats:
         from workloads import structure
 
         print("\n".join(structure.covering_structure(structure.subscriptions_of(spec.injections)).lines()))
         per_broker = {broker: structure.covering_structure(filters)
                       for broker, filters in structure.subscriptions_by_broker(spec.injections).items()}
         print("\n".join(structure.per_broker_lines(per_broker)))
-    return 0
 
 
 def _analyze(args) -> int:
@@ -187,6 +200,13 @@ def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: st
             driver_memory: str | None = None, measured=None) -> int:
     """Run ``analysis/job.py`` with the spark-submit that ships with pyspark, in its own process;
     ``measured`` (an ``analysis.window.Window``): what of each run the metrics measure."""
+    return analyse_reports([(out, runs)], bucket, master, driver_memory, measured)
+
+
+def analyse_reports(reports: list[tuple[Path, list[Path]]], bucket: float | None = None, master: str = "local[*]",
+                    driver_memory: str | None = None, measured=None) -> int:
+    """``analyse`` for several reports (directory, runs) in one Spark job: each report of its
+    runs alone, every metric computed for all of them at once."""
     import analysis.job
     from analysis.runs import RunError, check_runs
     from analysis.submit import run_job
@@ -194,14 +214,17 @@ def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: st
     from experiments.sweep import run_dirs
 
     measured = measured or WHOLE_RUN
-    runs = [run for path in runs for run in run_dirs(path)]  # a sweep directory stands for its points
-    if not runs:
-        raise InputError("analyze: the sweep directories given hold no complete point")
+    expanded = []
+    for out, runs in reports:
+        runs = [run for path in runs for run in run_dirs(path)]  # a sweep directory stands for its points
+        if not runs:
+            raise InputError("analyze: the sweep directories given hold no complete point")
+        expanded.append((out, runs))
     try:
-        checked = check_runs(runs, measured)  # fail fast, before a JVM starts
+        checked = [run for _, runs in expanded for run in check_runs(runs, measured)]  # fail fast, before a JVM starts
     except RunError as exc:
         raise InputError(str(exc)) from None
-    return run_job(runs, analysis.job.is_small(checked), out, bucket, master, driver_memory, measured)
+    return run_job(expanded, analysis.job.is_small(checked), bucket, master, driver_memory, measured)
 
 
 def _sweep(args) -> int:
@@ -211,8 +234,9 @@ def _sweep(args) -> int:
     axes = sweep.parse_grid(args.grid)
     base = resolve(args.scenario, args.overrides)
     points = sweep.points(args.scenario, axes, args.repeat, base.name, base.seed, args.overrides)
-    for point in points:  # every point is valid before anything runs
-        resolve(args.scenario, point.overrides)
+    with workloads_shared():  # every point is valid before anything runs
+        for point in points:
+            resolve(args.scenario, point.overrides)
     max_parallel = _max_parallel(args)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(base.scenario["output"]["dir"]) / f"{base.name}-sweep-{stamp}"
@@ -232,22 +256,33 @@ def _figure(args) -> int:
         for name in figures.names():
             print(f"{name}: {figures.load(name).title}")
         return 0
-    if not args.name:
-        raise InputError("figure: name a figure, or --list to see them")
-    figure = figures.load(args.name)
-    out = args.out or Path("figures") / (args.name + ("-small" if args.small else ""))
-    figures.prepare_out(out, args.force)
+    names = figures.names() if args.all else args.names
+    if not names:
+        raise InputError("figure: name a figure (or several, or --all), or --list to see them")
+    if args.all and args.names:
+        raise InputError("figure: name figures or give --all, not both")
+    if len(set(names)) != len(names):
+        raise InputError(f"figure: a figure is named twice: {' '.join(names)}")
+    chosen = [figures.load(name) for name in names]
+    suffix = "-small" if args.small else ""
+    if len(chosen) == 1:
+        outs = [args.out or Path("figures") / (names[0] + suffix)]
+    else:
+        outs = [(args.out or Path("figures")) / (name + suffix) for name in names]
+    for out in outs:
+        figures.prepare_out(out, args.force)
     max_parallel = _max_parallel(args)
-    try:  # run_figure resolves every run before anything runs
-        page = figures.run_figure(figure, out, args.small, analyse, max_parallel, args.address,
-                                  report=lambda line: print(line, file=sys.stderr))
+    try:  # run_figures resolves every run before anything runs
+        pages = figures.run_figures(list(zip(chosen, outs)), args.small, analyse_reports, max_parallel, args.address,
+                                    report=lambda line: print(line, file=sys.stderr))
     except InputError:
         raise
     except Exception as exc:
         print(f"pubsub-emu: figure failed: {exc}; run the same command again to reuse the complete runs",
               file=sys.stderr)
         return 1
-    print(page)
+    for page in pages:
+        print(page)
     return 0
 
 

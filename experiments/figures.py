@@ -190,11 +190,13 @@ def _panels(given: list, variants: list[str], path: Path) -> list[Panel]:
 
 
 def check(figure: Figure, small: bool) -> None:
-    """Every run's scenario resolves (InputError otherwise), before anything runs."""
-    from experiments.scenario import resolve
+    """Every run's scenario resolves (InputError otherwise), before anything runs; runs that
+    share a workload build it once."""
+    from experiments.scenario import resolve, workloads_shared
 
-    for label, (scenario, *_) in figure.runs.items():
-        resolve(scenario, figure.overrides(label, small))
+    with workloads_shared():
+        for label, (scenario, *_) in figure.runs.items():
+            resolve(scenario, figure.overrides(label, small))
 
 
 def prepare_out(out: Path, force: bool) -> None:
@@ -212,14 +214,27 @@ def prepare_out(out: Path, force: bool) -> None:
         shutil.rmtree(out)
 
 
-def run_figure(figure: Figure, out: Path, small: bool, analyse, max_parallel: int, address: str | None = None,
-               report=print) -> Path:
-    """Run every variant not complete in ``out`` yet (``max_parallel`` at once), analyse them
-    with ``analyse(run_dirs, report_dir) -> exit status``, draw the panels and write
-    ``OUT/figure.md``; returns its path."""
+def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_parallel: int,
+                address: str | None = None, report=print) -> list[Path]:
+    """For each (figure, out): run every variant not complete in ``out`` yet (``max_parallel``
+    at once); then analyse all figures' runs in one job, ``analyse([(report_dir, run_dirs),
+    ...]) -> exit status``; then draw each figure's panels and write its ``OUT/figure.md``.
+    Returns the pages' paths. Every run of every figure resolves before anything runs."""
+    for figure, _ in figures:
+        check(figure, small)
+    for figure, out in figures:
+        _run_variants(figure, out, small, max_parallel, address, report)
+    reports = [(out / "report", [out / "runs" / label for label in figure.runs]) for figure, out in figures]
+    for report_dir, _ in reports:
+        shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
+    if analyse(reports) != 0:
+        raise RuntimeError(f"the analysis of {', '.join(str(out / 'runs') for _, out in figures)} failed")
+    return [write_page(figure, out, small) for figure, out in figures]
+
+
+def _run_variants(figure: Figure, out: Path, small: bool, max_parallel: int, address: str | None, report) -> None:
     from experiments.sweep import Point, run_sweep
 
-    check(figure, small)
     points = [Point(label, scenario, figure.overrides(label, small)) for label, (scenario, *_) in figure.runs.items()]
     report(f"figure {figure.name}{' (test-sized)' if small else ''}: {len(points)} runs into {out / 'runs'}, "
            f"then their analysis into {out / 'report'} and the page {out / 'figure.md'}")
@@ -230,10 +245,6 @@ def run_figure(figure: Figure, out: Path, small: bool, analyse, max_parallel: in
     failed = [p["name"] for p in record["points"] if p["status"] != "complete"]
     if failed:
         raise RuntimeError(f"runs failed: {', '.join(failed)} (see {out / 'runs' / 'sweep.json'})")
-    shutil.rmtree(out / "report", ignore_errors=True)  # the analysis is always redone
-    if analyse([out / "runs" / p.name for p in points], out / "report") != 0:
-        raise RuntimeError(f"the analysis of {out / 'runs'} failed")
-    return write_page(figure, out, small)
 
 
 def sweep_points(figure: Figure, out: Path) -> Sweep | None:

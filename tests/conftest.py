@@ -1,3 +1,4 @@
+import contextlib
 import os
 import sys
 import tempfile
@@ -48,16 +49,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{shared[0]}"))
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     """Under xdist, a test outside the runtime group that starts Ray in this process fails: it
     would put a second Ray instance on the machine (mark it ``ray``)."""
-    yield
-    ray = sys.modules.get("ray")
+    running_before = _ray_running()
+    result = yield
     grouped = any(mark.args == (RUNTIME_GROUP,) for mark in item.iter_markers("xdist_group"))
-    if os.environ.get("PYTEST_XDIST_WORKER") and ray is not None and not grouped and ray.is_initialized():
-        ray.shutdown()
+    if os.environ.get("PYTEST_XDIST_WORKER") and not grouped and not running_before and _ray_running():
+        sys.modules["ray"].shutdown()
         pytest.fail("this test started Ray but is not marked ray (tests/conftest.py: RUNTIME_GROUP)")
+    return result
+
+
+def _ray_running() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -100,23 +107,33 @@ def spark_session():
     spark.stop()
 
 
-@pytest.fixture
-def analysis_in_session(spark_session, monkeypatch):
-    """``pubsub-emu analyze`` and ``figure`` run the analysis job in the worker's Spark session
+@contextlib.contextmanager
+def analyses_in(spark):
+    """Within it, ``pubsub-emu analyze`` and ``figure`` run the analysis job in ``spark``
     instead of a spark-submit process of their own: the same job on the same runs, without a
     JVM started and warmed up for each figure (tests/test_analysis.py runs spark-submit)."""
     from analysis import job, submit
     from analysis.runs import check_runs
     from analysis.window import WHOLE_RUN
 
-    def run_job(runs, small, out, bucket, master, driver_memory, measured=WHOLE_RUN) -> int:
+    def run_job(reports, small, bucket, master, driver_memory, measured=WHOLE_RUN) -> int:
         try:
-            job.analyse_runs(spark_session, check_runs(runs, measured), Path(out), bucket)
+            job.analyse(spark, [job.report_of(check_runs(runs, measured), Path(out), bucket)
+                                for out, runs in reports], small)
             return 0
         finally:
-            spark_session.catalog.clearCache()
+            spark.catalog.clearCache()
 
-    monkeypatch.setattr(submit, "run_job", run_job)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(submit, "run_job", run_job)
+        yield
+
+
+@pytest.fixture
+def analysis_in_session(spark_session):
+    """``analyses_in`` the worker's Spark session, for one test."""
+    with analyses_in(spark_session):
+        yield
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -17,7 +18,7 @@ from actors.results import read_table, write_table
 from analysis import submit
 from analysis.job import default_bucket_us
 from analysis.metrics import overlay_positions
-from analysis.runs import Run
+from analysis.runs import Run, RunError
 from experiments.scenario import resolve
 from tests.conftest import PROJECT_ROOT
 
@@ -455,3 +456,48 @@ def test_a_window_measures_only_its_stretch_of_each_run(tmp_path, spark_session)
         assert np.allclose(load.loc[busy.index, "utilisation"], busy / ((end - start) / 1e6))
         assert "**Measured over a window of simulated time**" in (out / "report.md").read_text()
         spark_session.catalog.clearCache()
+
+
+def test_several_reports_go_to_one_job_as_a_listing(tmp_path, monkeypatch):
+    """``analyse_reports`` (``figure A B``) starts one spark-submit with ``--reports`` naming
+    each report and its runs; the listing is gone afterwards and every report gets the log."""
+    from experiments.cli import analyse_reports
+
+    for name in ("one", "two"):
+        _hand_made_run(tmp_path / name)
+    started = []
+
+    def spark_submit(command, **_):
+        listing = command[command.index("--reports") + 1]
+        started.append((command, json.loads(Path(listing).read_text()), listing))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(submit.subprocess, "run", spark_submit)
+    reports = [(tmp_path / "report-one", [tmp_path / "one"]), (tmp_path / "report-two", [tmp_path / "two"])]
+    assert analyse_reports(reports) == 0
+    (command, listing, path), = started
+    assert listing == [{"out": str(out), "runs": [str(run) for run in runs]} for out, runs in reports]
+    assert not Path(path).exists()
+    assert all((out / submit.LOG_FILE).is_file() for out, _ in reports)
+
+
+def test_the_job_reads_a_listing_of_reports_and_refuses_a_bad_one(tmp_path):
+    from analysis import job
+
+    for name in ("one", "two"):
+        _hand_made_run(tmp_path / name)
+    listing = tmp_path / "reports.json"
+
+    def reports(given, *more):
+        listing.write_text(json.dumps(given) if not isinstance(given, str) else given)
+        return job._reports(job._parser().parse_args(["--reports", str(listing), *more]))
+
+    one = reports([{"out": str(tmp_path / "r1"), "runs": [str(tmp_path / "one")]}], "--bucket", "2")
+    assert [(r.out, [run.label for run in r.runs], r.bucket_us) for r in one] == [(tmp_path / "r1", ["hand"], 2_000_000)]
+    both = [{"out": str(tmp_path / f"r-{name}"), "runs": [str(tmp_path / name)]} for name in ("one", "two")]
+    with pytest.raises(RunError, match="two reports have runs of the same name"):  # both runs are named "hand"
+        reports(both)
+    with pytest.raises(ValueError, match="not a JSON list of"):
+        reports("[{\"runs\": []}]")
+    with pytest.raises(ValueError, match="or --reports, not both"):
+        job._reports(job._parser().parse_args([str(tmp_path / "one"), "--reports", str(listing)]))

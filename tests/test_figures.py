@@ -1,6 +1,11 @@
 """``pubsub-emu figure``: every figure's test-sized runs and report, and its input errors."""
+import contextlib
+import io
 import re
+from pathlib import Path
 
+import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from experiments import figures
@@ -84,15 +89,27 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
             figures.load("bad")
 
 
+@pytest.fixture(scope="module")
+def every_figure_small(tmp_path_factory, ray_session, spark_session):
+    """``pubsub-emu figure --all --small``: every figure's test-sized runs, all analysed in one
+    Spark job (each figure's report of its own runs), and each figure's page; what it printed."""
+    from tests.conftest import analyses_in
+
+    out = tmp_path_factory.mktemp("figures")
+    with analyses_in(spark_session), contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert main(["figure", "--all", "--small", "--out", str(out)]) == 0
+    return out, printed.getvalue().split()
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 @pytest.mark.parametrize("name", figures.names())
-def test_figure_small_runs_and_reports(name, tmp_path, capsys, ray_session, analysis_in_session):
-    out = tmp_path / name
-    assert main(["figure", name, "--small", "--out", str(out)]) == 0
+def test_figure_small_runs_and_reports(name, every_figure_small):
+    root, pages = every_figure_small
+    out = root / f"{name}-small"
+    assert str(out / "figure.md") in pages
     figure = figures.load(name)
     page = (out / "figure.md").read_text()
-    assert capsys.readouterr().out.strip().endswith(str(out / "figure.md"))
     for label in figure.runs:
         assert f"| {label} |" in page
         assert (out / "runs" / label / "manifest.json").is_file()
@@ -103,14 +120,19 @@ def test_figure_small_runs_and_reports(name, tmp_path, capsys, ray_session, anal
     assert "## Setup: the paper's and ours" in page and "| setting | paper | ours | test-sized |" in page
     assert "brokers" in page.split("\n\n")[2]  # the runs' real size
     assert "## The generic report" in page
+    summary = (out / "report" / "summary.csv").read_text()  # the report of this figure's runs alone
+    assert sorted(line.split(",")[0] for line in summary.splitlines()[1:]) == sorted(
+        figure.run_name(label) for label in figure.runs)
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_figure_reuses_complete_runs_and_force_starts_over(tmp_path, capsys, ray_session, analysis_in_session):
+def test_figure_reuses_complete_runs_and_force_starts_over(tmp_path, capsys, ray_session, analysis_in_session,
+                                                          every_figure_small):
     out = tmp_path / "figure"
     command = ["figure", "relocation_enterprise", "--small", "--out", str(out)]
     assert main(command) == 0
+    _assert_same_tables(out / "report" / "tables", every_figure_small[0] / "relocation_enterprise-small" / "report" / "tables")
     manifests = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/manifest.json")}
     (out / "report" / "stale").write_text("from the first call")
     capsys.readouterr()
@@ -124,3 +146,15 @@ def test_figure_reuses_complete_runs_and_force_starts_over(tmp_path, capsys, ray
     assert main(["analyze", str(out), "--out", str(tmp_path / "again")]) == 0  # a figure's directory: its runs
     summary = (tmp_path / "again" / "summary.csv").read_text()
     assert all(f"relocation_enterprise-{label}," in summary for label in ("static", "pop", "grape_load", "grape_delay"))
+
+
+def _assert_same_tables(alone: Path, together: Path) -> None:
+    """A figure analysed alone and with every other figure in one job: the same metric tables
+    (but for the runs' paths, and sums of floating-point numbers added up in another order)."""
+    names = sorted(p.name for p in alone.iterdir())
+    assert names == sorted(p.name for p in together.iterdir())
+    for name in names:
+        frames = [pq.read_table(folder / name).to_pandas().drop(columns=["path"], errors="ignore")
+                  for folder in (alone, together)]
+        frames = [f.loc[f.round(9).sort_values(list(f.columns)).index].reset_index(drop=True) for f in frames]
+        pd.testing.assert_frame_equal(*frames, check_exact=False, rtol=1e-9, obj=name)
