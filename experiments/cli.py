@@ -229,7 +229,7 @@ def analyse_reports(reports: list[tuple[Path, list[Path]]], bucket: float | None
 
 def _sweep(args) -> int:
     from experiments import sweep
-    from experiments.scenario import resolve
+    from experiments.scenario import resolve, workloads_shared
 
     axes = sweep.parse_grid(args.grid)
     base = resolve(args.scenario, args.overrides)
