@@ -448,13 +448,15 @@ _shared_workloads: dict | None = None  # see workloads_shared
 
 
 @contextlib.contextmanager
-def workloads_shared():
+def workloads_shared(builds: dict | None = None):
     """Within it, scenarios that build the same workload on the same overlay (the same
     workload section and seed, brokers and links, and trace file) get one build: the runs of a
     figure, the points of a sweep or the files of one ``validate`` that differ only in protocol
-    or runtime settings. The builds are dropped when it ends."""
+    or runtime settings. The builds go into ``builds``; by default into those of the context
+    this one is inside, else a new dict dropped when it ends."""
     global _shared_workloads
-    outer, _shared_workloads = _shared_workloads, {}
+    outer = _shared_workloads
+    _shared_workloads = builds if builds is not None else outer if outer is not None else {}
     try:
         yield
     finally:

@@ -283,6 +283,8 @@ def test_scenarios_that_share_a_workload_build_it_once_inside_workloads_shared(t
     with workloads_shared():
         a, b, seed, overlay, trace = (resolve(tmp_path / f"{name}.yaml").injections for name in files)
         assert b is a and seed is not a and overlay is not a and seed != a
+        with workloads_shared():  # a context inside another shares its builds
+            assert resolve(tmp_path / "b.yaml").injections is a
         assert resolve(tmp_path / "trace.yaml").injections is trace
         (tmp_path / "ops.jsonl").write_text("\n".join(json.dumps(r) for r in GOOD_TRACE[:2]))
         assert len(resolve(tmp_path / "trace.yaml").injections) == 2

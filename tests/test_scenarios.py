@@ -5,35 +5,40 @@ import pytest
 
 from actors.results import read_table
 from experiments.cli import main
+from experiments.scenario import workloads_shared
 
 from .test_analysis import false_positives_by_components
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
 
-def _families() -> list:
-    """The shipped scenario files by family (the name without its last part: the variants of
-    one experiment, which mostly share a workload), validated in one call each, so a workload
-    the variants share is built once. Families of full-size files (every workload built, some
-    of millions of operations) run under the slow mark; test-sized ones (``*_small_*``, the
-    quick start) always."""
-    families: dict[str, list[Path]] = {}
+def _shipped() -> list:
+    """Every shipped scenario file with its family (the name without its last part: the
+    variants of one experiment, which mostly share a workload). The full-size ones (every
+    workload built, some of millions of operations) run under the slow mark; the test-sized
+    ones (``*_small_*``, the quick start) always."""
+    params = []
     for path in sorted(SCENARIOS.glob("*.yaml")):
-        families.setdefault(path.stem.rsplit("_", 1)[0] if "_" in path.stem else path.stem, []).append(path)
-    return [pytest.param(paths, id=family, marks=() if _small(paths[0]) else pytest.mark.slow)
-            for family, paths in families.items()]
+        family = path.stem.rsplit("_", 1)[0] if "_" in path.stem else path.stem
+        small = "_small" in path.stem or path.stem == "quickstart"
+        params.append(pytest.param(family, path, id=path.stem, marks=() if small else pytest.mark.slow))
+    return params
 
 
-def _small(path: Path) -> bool:
-    return "_small" in path.stem or path.stem == "quickstart"
+@pytest.fixture(scope="module")
+def family_builds() -> dict:
+    """The workloads the family being validated has built (one family's at a time)."""
+    return {}
 
 
-@pytest.mark.parametrize("paths", _families())
-def test_shipped_scenarios_validate(paths, capsys):
-    assert main(["validate", *map(str, paths)]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    for path in paths:
-        assert any(line.startswith(f"{path}: valid:") for line in lines), path
+@pytest.mark.parametrize("family, path", _shipped())
+def test_shipped_scenarios_validate(family, path, family_builds, capsys):
+    """Files of one family, validated one after another, build a workload they share once."""
+    for other in [f for f in family_builds if f != family]:
+        del family_builds[other]
+    with workloads_shared(family_builds.setdefault(family, {})):
+        assert main(["validate", str(path)]) == 0
+    assert f"{path}: valid:" in capsys.readouterr().out
 
 
 @pytest.fixture(scope="module")
