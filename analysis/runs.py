@@ -117,11 +117,15 @@ def read_tables(spark, runs: list[Run]) -> dict:
     return tables
 
 
+SOURCE_FILE = "_source_file"  # a run table's rows joined to their run by the file they came from
+
+
 def _read_runs(spark, runs: list[Run], table: str, ddl: str):
     """``table`` of every run in one scan, each row labelled with its run by the file it came
-    from (a join with the list of each run's files, as Spark names them). One scan, not one per run joined by unions: on small runs Spark's
-    time goes to planning and running each scan of a query, so a union of runs made every
-    query as many times dearer (bench/RESULTS.md)."""
+    from (a join with the list of each run's files, as Spark names them). One scan, not one
+    per run joined by unions: on small runs Spark's time goes to planning and running each
+    scan of a query, so a union of runs made every query as many times dearer
+    (bench/RESULTS.md)."""
     from pyspark.sql import functions as F
 
     parts = {run.label: run.path.names(table, "*.parquet") for run in runs}
@@ -131,9 +135,9 @@ def _read_runs(spark, runs: list[Run], table: str, ddl: str):
     schema = _merged_schema([(run.path, table, parts[run.label]) for run in present])
     files = local_frame(spark, [(file, run.label) for run in present
                                 for file in spark.read.schema(schema).parquet(run.path.spark_path(table)).inputFiles()],
-                        "file string, run string")
+                        f"{SOURCE_FILE} string, run string")
     frame = spark.read.schema(schema).parquet(*[run.path.spark_path(table) for run in present])
-    return frame.withColumn("file", F.input_file_name()).join(F.broadcast(files), "file").drop("file")
+    return frame.withColumn(SOURCE_FILE, F.input_file_name()).join(F.broadcast(files), SOURCE_FILE).drop(SOURCE_FILE)
 
 
 def _measured(frame, table: str, runs: list[Run]):
