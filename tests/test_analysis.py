@@ -3,8 +3,10 @@ with pandas and networkx (a different algorithm for false positives), plus a han
 whose false positives and pure forwarders are counted by hand."""
 import json
 import os
+import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import networkx as nx
@@ -433,29 +435,33 @@ def test_a_failed_job_is_named_by_its_cause(tmp_path):
 @pytest.mark.slow
 def test_a_window_measures_only_its_stretch_of_each_run(tmp_path, spark_session):
     """``--from/--until`` and ``--last``: publications, deliveries and utilisation counted over
-    the window alone (rows placed by publication, arrival and sample time)."""
+    the window alone (rows placed by publication, arrival and sample time). Both windows are
+    measured in one job, on two copies of one run: each run its own window."""
     from analysis import job
     from analysis.runs import check_runs
     from analysis.window import Window
 
     spec = resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=60s"])
     run(spec, tmp_path / "run", progress=False)
+    shutil.copytree(tmp_path / "run", tmp_path / "copy")
     messages, deliveries = _table(tmp_path / "run", "messages"), _table(tmp_path / "run", "deliveries")
     samples = _table(tmp_path / "run", "samples")
-    for window, (start, end) in ((Window(20.0, 40.0), (20_000_000, 40_000_000)),
-                                 (Window(last=15.0), (45_000_000, 60_000_000))):
-        out = tmp_path / f"report-{start}"
-        job.analyse_runs(spark_session, check_runs([tmp_path / "run"], window), out, 10)
-        summary = _metric(out, "summary").iloc[0]
+    windows = {Window(20.0, 40.0): (20_000_000, 40_000_000), Window(last=15.0): (45_000_000, 60_000_000)}
+    copies = check_runs([tmp_path / "run", tmp_path / "copy"])
+    reports = [job.report_of([replace(copy, window=window)], tmp_path / f"report-{start}", 10)
+               for copy, (window, (start, _)) in zip(copies, windows.items())]
+    job.analyse(spark_session, reports, job.is_small(copies))
+    for report, (start, end) in zip(reports, windows.values()):
+        summary = _metric(report.out, "summary").iloc[0]
         inside = deliveries[deliveries.t_pub_us.between(start, end)]
         published = messages[(messages.kind == "pub") & messages.sender.isna() & messages.t_arrive_us.between(start, end)]
         assert summary.deliveries == len(inside) > 0
         assert summary.publications == published.msg_id.nunique()
-        load = _metric(out, "broker_load").set_index("broker")
+        load = _metric(report.out, "broker_load").set_index("broker")
         busy = samples[samples.t_us.between(start, end)].groupby("broker").busy_us.sum() / 1e6
         assert np.allclose(load.loc[busy.index, "utilisation"], busy / ((end - start) / 1e6))
-        assert "**Measured over a window of simulated time**" in (out / "report.md").read_text()
-        spark_session.catalog.clearCache()
+        assert "**Measured over a window of simulated time**" in (report.out / "report.md").read_text()
+    spark_session.catalog.clearCache()
 
 
 def test_several_reports_go_to_one_job_as_a_listing(tmp_path, monkeypatch):
