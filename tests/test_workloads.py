@@ -10,6 +10,7 @@ from protocols.language import matches, parse_filter, parse_publication
 from workloads.generators import (SienaVocabulary, covering_degree, mobile_monitors, mobile_rush_hour, rng_for, workflow,
                                   zipf_groups)
 from workloads.stockquotes import stock_quotes
+from workloads.structure import covering_structure
 
 from tests.conftest import skip_without
 
@@ -292,3 +293,47 @@ def test_workflow_processes_run_their_activities_on_their_engines():
         assert len(times) in (6, 8) and all(round(b - a, 6) == 30.0 for a, b in zip(times[::2], times[1::2]))
     with pytest.raises(ValueError, match="monitored"):
         workflow(sorted(graph), graph, monitored=1.5)
+
+
+def test_the_papers_workflow_keeps_one_subscription_per_activity_and_its_auditors_cover_them_all():
+    """``subscriptions: per_activity``: every activity's engine subscribes once, at deployment, to the
+    trigger that starts it and never leaves; an instance's triggers run from activity 0 to
+    the last in time order, each published by the engine of the activity before it; an
+    auditor's filter covers every other subscription, so its removal makes roots of all the
+    subscriptions no monitor covers (the burst active covering then forwards)."""
+    graph = topologies.regions(regions=4, inner_per_region=3, edges_per_inner=2)
+    records = workflow(sorted(graph), graph, subscriptions="per_activity", seed=3, small=10, medium=10, large=5, trigger_min=20.0,
+                             trigger_max=40.0, audit_interval=100.0, audit_length=30.0, duration=400.0)
+    assert [r["t"] for r in records] == sorted(r["t"] for r in records)
+    activities = {r["id"]: r for r in records if r["id"].startswith("ACT")}
+    assert len(activities) == 10 * 3 + 10 * 10 + 5 * 26
+    assert all(r["op"] == "subscribe" and r["t"] == 0.5 for r in activities.values())
+    assert not [r for r in records if r["op"] == "unsubscribe" and not r["client"].startswith("auditor")]
+    triggers: dict[tuple[str, str], list[tuple[int, str, float]]] = {}
+    for r in records:
+        if r["op"] == "publish":
+            process, instance, activity = r["id"][1:].split(".")
+            triggers.setdefault((process, instance), []).append((int(activity), r["client"], r["t"]))
+    for (process, _), steps in triggers.items():
+        size = sum(1 for i in activities if i.startswith(f"ACT-P{process}."))
+        assert [a for a, _, _ in steps] == list(range(size + 1)) and [t for _, _, t in steps] == sorted(t for _, _, t in steps)
+        assert steps[0][1] == f"trg-P{process}"
+        for a, client, _ in steps[1:]:  # published by the engine of the activity it follows
+            assert client == activities[f"ACT-P{process}.{a - 1}"]["client"]
+        first = next(r for r in records if r["op"] == "publish" and r["id"] == f"T{process}.0.0")
+        assert matches(parse_filter(activities[f"ACT-P{process}.0"]["filter"]), parse_publication(first["content"]))
+    monitors = {r["filter"] for r in records if r["op"] == "subscribe" and r["id"].startswith("MON")}
+    assert 3 <= len(monitors) <= 13  # 30% of 25
+    audits = [r for r in records if r["client"].startswith("auditor")]
+    for a in range(4):
+        times = [r["t"] for r in audits if r["client"] == f"auditor{a}"]
+        assert len(times) in (6, 8) and all(round(b - a, 6) == 30.0 for a, b in zip(times[::2], times[1::2]))
+    unmonitored = [r for r in activities.values() if not any(f"'P{r['id'][5:].split('.')[0]}'" in m for m in monitors)]
+    filters = [parse_filter(audits[0]["filter"])] + [parse_filter(f) for f in monitors] + \
+        [parse_filter(r["filter"]) for r in activities.values()]
+    structure = covering_structure(filters)
+    assert structure.roots == 1 and structure.exposed.tolist() == [len(monitors) + len(unmonitored)]
+    with pytest.raises(ValueError, match="activities"):
+        workflow(sorted(graph), graph, subscriptions="per_activity", small_activities=0)
+    with pytest.raises(ValueError, match="per_instance, per_activity"):
+        workflow(sorted(graph), graph, subscriptions="per_process")
