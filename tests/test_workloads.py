@@ -188,6 +188,28 @@ def test_enterprise_quotes_gather_every_high_rated_subscriber_on_one_broker():
     assert stock_quotes([f"B{i}" for i in range(30)], seed=5, subscribers=600, distribution="enterprise") == records
 
 
+@pytest.mark.parametrize("brokers", [1, 4, 16])
+def test_subscribers_on_x_brokers_as_the_relocation_paper_places_them(brokers):
+    """``subscriber_brokers: X``: every subscriber on X of the 30 brokers; enterprise puts the
+    high-rated ones on one of them and the low-rated ones on the other X - 1; random spreads
+    its 70/25/5 over all X."""
+    overlay = [f"B{i}" for i in range(30)]
+    for distribution in ("enterprise", "random"):
+        records = stock_quotes(overlay, seed=5, subscribers=600, distribution=distribution, subscriber_brokers=brokers)
+        subscriptions = [r for r in records if r["op"] == "subscribe"]
+        used = {r["broker"] for r in subscriptions}
+        assert len(used) == brokers
+        high = {r["broker"] for r in subscriptions if r["filter"].count("[") == 2}
+        others = {r["broker"] for r in subscriptions if r["filter"].count("[") > 2}
+        if distribution == "enterprise":
+            assert len(high) == 1 and (others == high if brokers == 1 else others == used - high)
+        else:
+            medium = [r for r in subscriptions if "volume" in r["filter"]]
+            assert 0.15 < len(medium) / len(subscriptions) < 0.35 and high and len(others) == brokers
+    with pytest.raises(ValueError, match="subscriber_brokers"):
+        stock_quotes(overlay, subscriber_brokers=31)
+
+
 def test_siena_draws_are_those_of_random_choices():
     """The vocabulary's written-out weighted draws take the same values from the same
     generator as ``random.choices``, so the shipped scenarios' workloads stay as they were."""

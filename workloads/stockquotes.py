@@ -10,9 +10,11 @@ paper's derived attributes ``openClose%Diff`` (|close - open| / open), ``highLow
 Subscribers are rated by the share of their publisher's quotes they receive: low (about 10%:
 ``highLow%Diff`` above a threshold near the symbol's 90th percentile), medium (about 50%:
 ``volume`` above a threshold near its median) and high (every quote). ``distribution``:
-``random`` rates them 70/25/5 and spreads them over ``subscriber_brokers`` random brokers
-(0: every broker); ``enterprise`` rates them 95 low / 5 high and puts every high-rated
-subscriber on one broker.
+``random`` rates them 70/25/5 and spreads them over ``subscriber_brokers`` (X) random
+brokers (0: every broker); ``enterprise`` rates them 95 low / 5 high and puts every
+high-rated subscriber on one broker and, as the paper places them, the low-rated ones on the
+other X - 1 (with X = 0, our earlier placement that earlier results use: low-rated ones on
+any broker, that one included).
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ def stock_quotes(
     for symbol in streams:
         records.append({"t": 0.0, "op": "advertise", "client": f"P-{symbol}", "broker": rng.choice(brokers),
                         "id": f"A-{symbol}", "filter": _advertisement(symbol)})
-    records += _subscriptions(streams, subscribers, distribution, places, rng, start)
+    records += _subscriptions(streams, subscribers, distribution, places, rng, start, subscriber_brokers > 1)
     for symbol, stream in streams.items():
         phase = rng.uniform(0, publish_interval)
         for k, quote in enumerate(stream):
@@ -142,15 +144,17 @@ def _number(value: float) -> str:
 
 
 def _subscriptions(streams, count: int, distribution: str, places: list[str], rng: random.Random,
-                   start: float) -> list[dict]:
+                   start: float, apart: bool) -> list[dict]:
+    """``apart``: enterprise's other subscribers avoid the broker of the high-rated ones."""
     ratings, shares = zip(*RATINGS[distribution])
     gathering = rng.choice(places)  # enterprise: where every high-rated subscriber is
+    elsewhere = [b for b in places if b != gathering] if distribution == "enterprise" and apart else places
     symbols = list(streams)
     records = []
     for i in range(count):
         symbol, rating = rng.choice(symbols), rng.choices(ratings, shares)[0]
         stream = streams[symbol]
-        broker = gathering if distribution == "enterprise" and rating == "high" else rng.choice(places)
+        broker = gathering if distribution == "enterprise" and rating == "high" else rng.choice(elsewhere)
         head = f"[class,=,'STOCK'],[symbol,=,'{symbol}']"
         if rating == "low":
             text = f"{head},[highLow%Diff,>,{_quantile([q['highLow%Diff'] for q in stream], rng.uniform(0.85, 0.95))}]"
