@@ -9,8 +9,10 @@ keep deliveries exact.
   publications: header ``trace``. Every broker that handles a traced copy records what it did
   with it: which neighbours it forwarded it to and how many local subscribers it delivered to.
 - POP: per publisher, windows of ``window``; a publication is traced with probability
-  1 - T/N, T the publications traced so far in the current window and N the publications of
-  the previous window (every one is traced in the first window, or after an empty one). A
+  1 - T/N, T the publications traced so far in the current window and N the paper's cap
+  ``trace_cap`` (50: at most 50 traces a window). ``trace_cap: previous_window`` is our
+  earlier rule: N the publications of the previous window (every one traced in the first
+  window, or after an empty one; about 63% of publications at a steady rate). A
   broker sends its ``trace_reply`` upstream once it has delivered locally and heard from every
   neighbour it forwarded the copy to, carrying the cumulative subscriber count; every broker
   keeps per neighbour (and for its local subscribers) a running average of those counts (new
@@ -86,11 +88,12 @@ class RelocationSettings:
     weight: float = 100  # grape: percent
     trace_threshold: int = 100
     window_us: int = 60_000_000  # pop
+    trace_cap: int | None = 50  # pop: N, the traces a window allows; None: the previous window's publications
 
     @classmethod
     def parse(cls, given: dict, parse_duration) -> "RelocationSettings":
         """Settings from a scenario's ``protocol.relocation`` mapping; ValueError names the key."""
-        known = ("algorithm", "metric", "weight", "trace_threshold", "window")
+        known = ("algorithm", "metric", "weight", "trace_threshold", "window", "trace_cap")
         values = dict(given)
         for key in values:
             if key not in known:
@@ -106,7 +109,15 @@ class RelocationSettings:
         threshold = values.get("trace_threshold", cls.trace_threshold)
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
             raise ValueError(f"trace_threshold: expected a positive integer, got {threshold!r}")
+        cap = values.get("trace_cap", cls.trace_cap)
+        if cap == PREVIOUS_WINDOW:
+            values["trace_cap"] = None
+        elif isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ValueError(f"trace_cap: expected a positive integer or {PREVIOUS_WINDOW!r}, got {cap!r}")
         return cls(**values)
+
+
+PREVIOUS_WINDOW = "previous_window"  # POP's trace_cap: our earlier rule (see the module's docstring)
 
 
 # ---------------------------------------------------------------------- GRAPE's selection
@@ -349,8 +360,9 @@ class Relocation:
         publisher.window_pubs += 1
         if publisher.traces_started >= self.relocation.trace_threshold:
             return msg
-        known = publisher.previous_window_pubs
-        if known and publisher.rng.random() >= 1 - publisher.window_traced / known:
+        cap = self.relocation.trace_cap
+        allowed = publisher.previous_window_pubs if cap is None else cap
+        if allowed and publisher.rng.random() >= 1 - publisher.window_traced / allowed:
             return msg
         publisher.window_traced += 1
         publisher.traces_started += 1

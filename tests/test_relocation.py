@@ -3,19 +3,23 @@ rules on hand-built trees, and identical results across host counts."""
 import dataclasses
 import json
 from collections import defaultdict
+from types import SimpleNamespace
 
 import networkx as nx
 import pytest
 
+from protocols.language import parse_publication
+from protocols.messages import Message
 from protocols.relocation import BrokerTrace, RelocationSettings, grape_choice, grape_scores, pop_next
 from protocols.routing import LOCAL
+from protocols.stack import make_broker
 from workloads.generators import GENERATORS
 
 from .oracle import Pump, expected_deliveries
 
 
 def protocol(covering: str = "none", pruning: dict | None = None, **relocation) -> dict:
-    return {"covering": covering, "pruning": pruning,
+    return {"covering": covering, "pruning": pruning, "soft_links": None, "multitree": None,
             "relocation": dataclasses.asdict(RelocationSettings(**relocation))}
 
 
@@ -81,6 +85,34 @@ def test_pop_walks_to_the_next_closest_broker_and_the_publisher_resumes_there():
     assert not [s for s in pump.sent if s[1] == "B0" and s[2:] == ("pub", "M5")]
     assert pump.brokers["B2"].advs[("A", 0)].last_hop is None
     assert pump.brokers["B0"].advs[("A", 0)].last_hop == "B1"
+
+
+def traced_per_window(trace_cap, rate: int = 5, windows: int = 4) -> list[int]:
+    """POP at one broker: a publisher publishing ``rate`` a second for ``windows`` windows of
+    60 s; how many of its publications each window traces (selection never starts)."""
+    broker = make_broker("B0", [], protocol(algorithm="pop", trace_threshold=10 ** 9, trace_cap=trace_cap))
+    counts = [0] * windows
+    for i in range(windows * 60 * rate):
+        now = i * 1_000_000 // rate
+        message = Message("pub", f"M{i}", publication=parse_publication("[x,1]"), client="P", t_pub=now)
+        traced = broker._traced_at_source(broker._publisher("P", SimpleNamespace(now=now)), message,
+                                          SimpleNamespace(now=now))
+        counts[now // 60_000_000] += traced.header("trace") is not None
+    return counts
+
+
+def test_pop_traces_at_most_its_cap_in_a_window_as_the_paper_specifies():
+    """The paper's rule: a publication traced with probability 1 - T/N, T traced so far in
+    the window, N = 50: at most 50 a window, most of them; the earlier rule (N the previous
+    window's publications) traced every one of the first window and about 63% after."""
+    capped = traced_per_window(50)
+    assert all(40 <= count <= 50 for count in capped), capped
+    assert all(count <= 10 for count in traced_per_window(10))
+    earlier = traced_per_window(None)
+    assert earlier[0] == 300 and all(150 <= count <= 230 for count in earlier[1:]), earlier
+    with pytest.raises(ValueError, match="trace_cap"):
+        RelocationSettings.parse({"trace_cap": 0}, None)
+    assert RelocationSettings.parse({"trace_cap": "previous_window"}, None).trace_cap is None
 
 
 # ---------------------------------------------------------------------- exact deliveries
