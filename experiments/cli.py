@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     validate.add_argument("--stats", action="store_true",
                           help="also measure the covering structure: roots and the subscriptions each covers")
+    validate.add_argument("--stats-at", dest="stats_at", action="append", default=[], type=float, metavar="SECONDS",
+                          help="also measure it over the subscriptions present at this simulated time (repeatable)")
     sweep = commands.add_parser("sweep", help="run a grid of scenario variants as concurrent Ray tasks")
     sweep.add_argument("scenario", type=Path)
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="one axis of the grid")
@@ -166,24 +168,27 @@ def _validate(args) -> int:
 
     with workloads_shared():
         for path in args.scenarios:
-            _validate_one(path, args.overrides, args.stats)
+            _validate_one(path, args.overrides, args.stats, args.stats_at)
     return 0
 
 
-def _validate_one(path: Path, overrides: list[str], stats: bool) -> None:
+def _validate_one(path: Path, overrides: list[str], stats: bool, stats_at: list[float]) -> None:
     from experiments.scenario import resolve
 
     spec = resolve(path, overrides)
     duration = "until idle" if spec.duration_us is None else f"{spec.duration_us / 1e6:g} s"
     print(f"{path}: valid: {spec.graph.number_of_nodes()} brokers, {len(spec.injections)} operations, "
           f"duration {duration}, hosts {spec.hosts}, costs {spec.costs.name}")
-    if stats:
-        from workloads import structure
+    from workloads import structure
 
+    if stats:
         print("\n".join(structure.covering_structure(structure.subscriptions_of(spec.injections)).lines()))
         per_broker = {broker: structure.covering_structure(filters)
                       for broker, filters in structure.subscriptions_by_broker(spec.injections).items()}
         print("\n".join(structure.per_broker_lines(per_broker)))
+    for seconds in stats_at:
+        present = structure.subscriptions_at(spec.injections, round(seconds * 1_000_000))
+        print("\n".join(structure.covering_structure(present).lines(f"covering at {seconds:g} s")))
 
 
 def _analyze(args) -> int:

@@ -34,16 +34,16 @@ class CoveringStructure:
         covering then forwards), mean over roots."""
         return float(self.exposed.mean()) if self.roots else 0.0
 
-    def lines(self) -> list[str]:
+    def lines(self, prefix: str = "covering") -> list[str]:
         if not self.roots:
-            return ["covering: no subscriptions"]
+            return [f"{prefix}: no subscriptions"]
         covers = self.per_root
         return [
-            f"covering: {self.subscriptions:,} subscriptions, {self.roots:,} roots (covered by no other), "
+            f"{prefix}: {self.subscriptions:,} subscriptions, {self.roots:,} roots (covered by no other), "
             f"{self.covered:,} covered by a root",
-            f"covering: a root covers {covers.mean():,.1f} on average (median {np.median(covers):,.0f}, "
+            f"{prefix}: a root covers {covers.mean():,.1f} on average (median {np.median(covers):,.0f}, "
             f"largest {covers.max():,}); {int((covers >= 1000).sum()):,} roots cover 1,000 or more",
-            f"covering: covering degree (subscriptions a root's removal makes roots, mean per root) "
+            f"{prefix}: covering degree (subscriptions a root's removal makes roots, mean per root) "
             f"{self.degree:,.1f}",
         ]
 
@@ -51,6 +51,23 @@ class CoveringStructure:
 def subscriptions_of(injections) -> list[Filter]:
     """The filter of every subscription a workload issues, once per subscription id, in order."""
     return [f for _, f in _first_subscriptions(injections)]
+
+
+def subscriptions_at(injections, t_us: int) -> list[Filter]:
+    """The filters of the subscriptions present at ``t_us``: issued by then and not yet
+    unsubscribed (a subscriber that moves keeps its subscriptions), in the order issued. Where
+    roots come and go (auditors that subscribe for a minute in ten), this is the structure one
+    removal meets; ``subscriptions_of`` counts every subscription ever issued as present at once."""
+    present: dict[str, Filter] = {}
+    for injection in injections:
+        if injection.t_us > t_us:
+            break
+        message = injection.message
+        if message.kind == "sub":
+            present[message.id] = message.filter
+        elif message.kind == "unsub":
+            present.pop(message.id, None)
+    return list(present.values())
 
 
 def subscriptions_by_broker(injections) -> dict[str, list[Filter]]:
