@@ -32,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
                           help="scenario files (those sharing a workload build it once)")
     validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     validate.add_argument("--stats", action="store_true",
-                          help="also measure the covering structure: roots and the subscriptions each covers")
+                          help="also measure the covering structure (roots and the subscriptions each covers) and the "
+                               "matching share (the fraction of subscriptions a publication matches)")
     validate.add_argument("--stats-at", dest="stats_at", action="append", default=[], type=float, metavar="SECONDS",
                           help="also measure it over the subscriptions present at this simulated time (repeatable)")
     sweep = commands.add_parser("sweep", help="run a grid of scenario variants as concurrent Ray tasks")
@@ -186,6 +187,7 @@ def _validate_one(path: Path, overrides: list[str], stats: bool, stats_at: list[
         per_broker = {broker: structure.covering_structure(filters)
                       for broker, filters in structure.subscriptions_by_broker(spec.injections).items()}
         print("\n".join(structure.per_broker_lines(per_broker)))
+        print("\n".join(structure.matching_lines(structure.matching_shares(spec.injections))))
     for seconds in stats_at:
         present = structure.subscriptions_at(spec.injections, round(seconds * 1_000_000))
         print("\n".join(structure.covering_structure(present).lines(f"covering at {seconds:g} s")))

@@ -7,11 +7,11 @@ from hypothesis import strategies as st
 
 from experiments.cli import main
 from experiments.scenario import resolve
-from protocols.language import covers, parse_filter
+from protocols.language import covers, matches, parse_filter, parse_publication
 from tests.conftest import PROJECT_ROOT
 from tests.strategies import any_filters
 from workloads.generators import random_mix
-from workloads.structure import covering_structure, subscriptions_at, subscriptions_of
+from workloads.structure import covering_structure, matching_shares, subscriptions_at, subscriptions_of
 from workloads.trace import compile_trace
 
 SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
@@ -62,6 +62,7 @@ def test_validate_prints_the_structure(capsys):
     # 20 roots over 29 subscriber edges: each root's 30 subscriptions land on brokers other than its own
     assert "covering within each subscriber broker's own subscriptions (29 brokers): roots " in out
     assert "covering degree 0.0 on average" in out
+    assert "matching: a publication matches 0.2% of the subscriptions present on average" in out
 
 
 def test_the_subscriptions_present_at_a_time_are_those_issued_and_not_yet_withdrawn():
@@ -91,3 +92,22 @@ def test_validate_measures_the_structure_an_auditor_meets(capsys):
     assert "covering at 30 s: 215 subscriptions, 1 roots (covered by no other), 214 covered by a root" in out
     assert "covering at 30 s: covering degree (subscriptions a root's removal makes roots, mean per root) 127.0" in out
     assert "covering at 50 s: 214 subscriptions, 127 roots" in out  # the auditor has left
+
+
+def test_the_matching_share_is_the_scalar_oracles():
+    """Per publication, the fraction of the subscriptions present then that it matches."""
+    brokers = [f"B{i}" for i in range(6)]
+    records = random_mix(brokers, seed=6, operations=400, spacing=0.3)
+    injections = compile_trace([(f"op {i}", r) for i, r in enumerate(records)], brokers)
+    present, expected = {}, []
+    for r in records:
+        if r["op"] == "subscribe":
+            present[r["id"]] = parse_filter(r["filter"])
+        elif r["op"] == "unsubscribe":
+            present.pop(r["id"])
+        elif r["op"] == "publish" and present:
+            publication = parse_publication(r["content"])
+            expected.append(sum(matches(f, publication) for f in present.values()) / len(present))
+    found = matching_shares(injections)
+    assert len(found) == len(expected) > 50 and 0 < np.mean(expected) < 1
+    assert np.allclose(found, expected)
