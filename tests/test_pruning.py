@@ -252,8 +252,8 @@ def test_workflow_delivers_exactly(stack):
 def test_the_papers_workflow_delivers_exactly(stack):
     """Activity subscriptions that stay, covered by auditors that come and go."""
     graph = topologies.regions(regions=4, inner_per_region=3, edges_per_inner=2)
-    records = workflow(sorted(graph), graph, subscriptions="per_activity", seed=2, small=6, medium=6, large=3, trigger_min=10.0,
-                             trigger_max=20.0, audit_interval=30.0, audit_length=10.0, duration=80.0)
+    records = workflow(sorted(graph), graph, subscriptions="per_activity", seed=2, small=6, medium=6, large=3,
+                       trigger_min=10.0, trigger_max=20.0, audit_interval=30.0, audit_length=10.0, duration=80.0)
     pump = Pump(graph, {"covering": "active"} if stack == "active" else protocol(stack)).run(records)
     expected = expected_deliveries(records)
     assert len(pump.deliveries) == len(set(pump.deliveries))

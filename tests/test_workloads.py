@@ -318,14 +318,14 @@ def test_workflow_processes_run_their_activities_on_their_engines():
 
 
 def test_the_papers_workflow_keeps_one_subscription_per_activity_and_its_auditors_cover_them_all():
-    """``subscriptions: per_activity``: every activity's engine subscribes once, at deployment, to the
-    trigger that starts it and never leaves; an instance's triggers run from activity 0 to
-    the last in time order, each published by the engine of the activity before it; an
+    """``subscriptions: per_activity``: every activity's engine subscribes once, at deployment,
+    to the trigger that starts it and never leaves; an instance's triggers run from activity 0
+    to the last in time order, each published by the engine of the activity before it; an
     auditor's filter covers every other subscription, so its removal makes roots of all the
     subscriptions no monitor covers (the burst active covering then forwards)."""
     graph = topologies.regions(regions=4, inner_per_region=3, edges_per_inner=2)
-    records = workflow(sorted(graph), graph, subscriptions="per_activity", seed=3, small=10, medium=10, large=5, trigger_min=20.0,
-                             trigger_max=40.0, audit_interval=100.0, audit_length=30.0, duration=400.0)
+    records = workflow(sorted(graph), graph, subscriptions="per_activity", seed=3, small=10, medium=10, large=5,
+                       trigger_min=20.0, trigger_max=40.0, audit_interval=100.0, audit_length=30.0, duration=400.0)
     assert [r["t"] for r in records] == sorted(r["t"] for r in records)
     activities = {r["id"]: r for r in records if r["id"].startswith("ACT")}
     assert len(activities) == 10 * 3 + 10 * 10 + 5 * 26
