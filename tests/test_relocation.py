@@ -19,7 +19,7 @@ from .oracle import Pump, expected_deliveries
 
 
 def protocol(covering: str = "none", pruning: dict | None = None, **relocation) -> dict:
-    return {"covering": covering, "pruning": pruning, "soft_links": None, "multitree": None,
+    return {"covering": covering, "pruning": pruning,
             "relocation": dataclasses.asdict(RelocationSettings(**relocation))}
 
 

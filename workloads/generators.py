@@ -536,7 +536,7 @@ def workflow(
         else "[class,eq,'ACTIVITY'],[process,str-prefix,'P'],[instance,>=,0],[activity,>=,0]"
     records = [{"t": 0.0, "op": "advertise", "client": name, "broker": broker, "id": f"ADV-{name}", "filter": published}
                for name, broker in engines.everywhere]
-    process_records = _paper_process if per_activity else _workflow_process
+    process_records = _per_activity_process if per_activity else _per_instance_process
     for p, domain, steps in _workflow_processes(rng, domains, engines, (small, medium, large),
                                                 (small_activities, medium_activities, large_activities)):
         records += process_records(rng, p, steps, domains[domain][0], rng.random() < monitored, brokers,
@@ -625,7 +625,7 @@ def _periodic(phase: float, period: float, until: float) -> list[float]:
     return [phase + k * period for k in range(max(0, math.ceil((until - phase) / period)))]
 
 
-def _workflow_process(rng, p: int, steps: list, core: str, monitored: bool, brokers: list[str],
+def _per_instance_process(rng, p: int, steps: list, core: str, monitored: bool, brokers: list[str],
                       trigger_period: tuple, activity_time: tuple, duration: float) -> list[dict]:
     """The records of process ``P<p>``: its deployment and every instance that completes by
     ``duration``; ``steps`` are the (engine, broker) of its activities in order."""
@@ -669,7 +669,7 @@ def _instances(rng, activities: int, trigger_period: tuple, activity_time: tuple
         instance += 1
 
 
-def _paper_process(rng, p: int, steps: list, core: str, monitored: bool, brokers: list[str],
+def _per_activity_process(rng, p: int, steps: list, core: str, monitored: bool, brokers: list[str],
                    trigger_period: tuple, activity_time: tuple, duration: float) -> list[dict]:
     """The records of process ``P<p>`` with ``subscriptions: per_activity``: its deployment
     (advertisement, one subscription per activity, the monitor's) and every instance that
