@@ -626,7 +626,7 @@ def _periodic(phase: float, period: float, until: float) -> list[float]:
 
 
 def _per_instance_process(rng, p: int, steps: list, core: str, monitored: bool, brokers: list[str],
-                      trigger_period: tuple, activity_time: tuple, duration: float) -> list[dict]:
+                          trigger_period: tuple, activity_time: tuple, duration: float) -> list[dict]:
     """The records of process ``P<p>``: its deployment and every instance that completes by
     ``duration``; ``steps`` are the (engine, broker) of its activities in order."""
     source, first = f"trg-P{p}", steps[0]
@@ -670,7 +670,7 @@ def _instances(rng, activities: int, trigger_period: tuple, activity_time: tuple
 
 
 def _per_activity_process(rng, p: int, steps: list, core: str, monitored: bool, brokers: list[str],
-                   trigger_period: tuple, activity_time: tuple, duration: float) -> list[dict]:
+                          trigger_period: tuple, activity_time: tuple, duration: float) -> list[dict]:
     """The records of process ``P<p>`` with ``subscriptions: per_activity``: its deployment
     (advertisement, one subscription per activity, the monitor's) and every instance that
     completes by ``duration``; ``steps`` are the (engine, broker) of its activities in order."""
