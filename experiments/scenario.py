@@ -395,7 +395,8 @@ def _call_generator(spec: dict, registry: dict, where: str, **fixed):
             hint = f"; did you mean {close[0]!r}?" if close else f" (parameters: {', '.join(accepted)})"
             raise InputError(f"{where}.{key}: unknown parameter of generator {name!r}{hint}")
         default = signature.parameters[key].default
-        if default is not inspect.Parameter.empty and default is not None:
+        optional = value is None and "None" in str(signature.parameters[key].annotation)
+        if default is not inspect.Parameter.empty and default is not None and not optional:
             numeric_ok = isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool)
             if type(value) is not type(default) and not numeric_ok:
                 raise InputError(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")

@@ -48,6 +48,8 @@ CASES = [
      "topology.generator.size: unknown parameter of generator 'line' (parameters: n)"),
     ("parameter type", scenario(topology={"generator": {"name": "line", "n": "three"}}), None, {},
      "topology.generator.n: expected int, got 'three'"),
+    ("null parameter", scenario(topology={"generator": {"name": "line", "n": None}}), None, {},
+     "topology.generator.n: expected int, got None"),  # null only where a parameter may be absent
     ("missing trace", scenario(workload={"trace": "nowhere.jsonl"}), None, {}, "nowhere.jsonl: trace file not found"),
     ("bad filter", scenario(), None, {"ops.jsonl": trace_with(2, {"t": 0.5, "op": "subscribe", "client": "T",
                                                                   "broker": "B1", "id": "S9", "filter": "[x,>>,1]"})},

@@ -1,4 +1,5 @@
 """The experiment generators: enterprise overlay shape, covering degree and match share as asked."""
+import random
 from pathlib import Path
 
 import networkx as nx
@@ -6,7 +7,7 @@ import pytest
 
 import topologies
 from protocols.index import FilterIndex
-from protocols.language import matches, parse_filter, parse_publication
+from protocols.language import covers, matches, parse_filter, parse_publication
 from workloads.generators import (SienaVocabulary, covering_degree, mobile_monitors, mobile_rush_hour, rng_for, workflow,
                                   zipf_groups)
 from workloads.stockquotes import stock_quotes
@@ -269,6 +270,54 @@ def test_mobile_rush_hour_commutes_stays_and_wanders_in_the_rush_hours():
     assert [r["t"] for r in records] == sorted(r["t"] for r in records)
     with pytest.raises(ValueError, match="rush hours"):
         mobile_rush_hour(sorted(graph), graph, subscribers=10, morning_start=2500.0, morning_end=2600.0)
+
+
+def test_owned_subscriptions_are_covered_by_their_own_root_only():
+    """Each root owns its covered set: the scalar oracle finds every other subscription
+    covered by exactly one root, and no root covers another; the SIENA shape holds."""
+    texts = SienaVocabulary().owned_subscriptions(random.Random(5), 400, 8)
+    filters = [parse_filter(t) for t in texts]
+    roots, others = filters[:8], filters[8:]
+    assert not any(covers(a, b) for a in roots for b in roots if a is not b)
+    assert all(sum(covers(root, f) for root in roots) == 1 for f in others)
+    assert all(1 <= len(f.predicates) <= 10 for f in filters)
+    assert {p.op for f in filters for p in f.predicates} == {"=", "<", ">"}
+    found = covering_structure(filters)
+    assert (found.roots, found.covered) == (8, 392) and found.per_root.sum() == 392
+    assert found.degree > 20  # a root's removal exposes a good part of its set (siblings cover some)
+
+
+def test_a_mobile_rush_hour_without_an_afternoon_moves_each_subscriber_once_and_resubscribes_on_request():
+    graph = topologies.star(9)
+    records = mobile_rush_hour(sorted(graph), graph, seed=4, publishers=5, subscribers=200, subscribe_interval=0.01,
+                               morning_start=100.0, morning_end=200.0, afternoon_start=None, afternoon_end=None,
+                               duration=300.0, subscriptions="owned", roots=4)
+    moves = [r for r in records if r["op"] == "move"]
+    assert len(moves) == 160 == len({r["client"] for r in moves})  # 20% stay
+    assert all(100 <= r["t"] <= 200 for r in moves)
+    filters = [parse_filter(r["filter"]) for r in records if r["op"] == "subscribe"]
+    assert covering_structure(filters).roots == 4
+    resubscribed = mobile_rush_hour(sorted(graph), graph, seed=4, publishers=5, subscribers=200,
+                                    subscribe_interval=0.01, morning_start=100.0, morning_end=200.0,
+                                    afternoon_start=250.0, afternoon_end=280.0, duration=300.0, moves="resubscribe")
+    filters = {r["id"]: r["filter"] for r in resubscribed if r["op"] == "subscribe"}
+    for client in ("c-S3", "c-S150"):
+        ops = [(r["op"], r.get("id"), r.get("broker")) for r in resubscribed
+               if r["client"] == client and r["op"] != "publish"]
+        n = client.removeprefix("c-")
+        if len(ops) == 1:
+            continue  # a stayer
+        (_, _, home), (_, first, _), (_, _, there), (_, second, arrived), *afternoon = ops
+        assert ops[1:4] == [("unsubscribe", n, None), ("move", None, there), ("subscribe", f"{n}.1", there)]
+        assert there != home and filters[f"{n}.1"] == filters[n]
+        assert afternoon[0] == ("unsubscribe", f"{n}.1", None) and afternoon[2][:2] == ("subscribe", f"{n}.2")
+    assert sum(r["op"] == "move" for r in resubscribed) == 320  # the 80% who move, twice
+    with pytest.raises(ValueError, match="give both, or neither"):
+        mobile_rush_hour(sorted(graph), graph, subscribers=10, afternoon_start=None)
+    with pytest.raises(ValueError, match="subscriptions 'nested'"):
+        mobile_rush_hour(sorted(graph), graph, subscribers=10, subscriptions="nested")
+    with pytest.raises(ValueError, match="moves 'teleport': expected one of handoff, resubscribe"):
+        mobile_rush_hour(sorted(graph), graph, subscribers=10, moves="teleport")
 
 
 def test_workflow_processes_run_their_activities_on_their_engines():

@@ -196,18 +196,76 @@ class SienaVocabulary:
             index = draw(bits)
         return values[index]
 
+    def _operator(self, rng: random.Random) -> str:
+        return self.OPERATORS[bisect.bisect(self.OPERATOR_SHARES, rng.random() * 100.0, 0, 2)]
+
     def subscription(self, rng: random.Random) -> str:
         predicates = []
         for attr in self._attributes(rng, rng.randint(1, 10)):
-            op = self.OPERATORS[bisect.bisect(self.OPERATOR_SHARES, rng.random() * 100.0, 0, 2)]
-            predicates.append(f"[{attr},{op},{self._value(rng)}]")
+            predicates.append(f"[{attr},{self._operator(rng)},{self._value(rng)}]")
         return ",".join(predicates)
+
+    def owned_subscriptions(self, rng: random.Random, count: int, roots: int) -> list[str]:
+        """``count`` subscriptions of which ``roots`` are roots that each own their covered set:
+        every other subscription is one root's predicates, its bounds tightened, plus at least
+        one more predicate (1-10 in all), and no other root covers it. Each root holds an
+        equality on an (attribute, value) pair of its own, its key, and no subscription
+        states another root's key, so only its own root covers it. The attributes, operators and
+        values are drawn as ``subscription`` draws them."""
+        if not 1 <= roots <= count:
+            raise ValueError(f"roots {roots}: expected 1 <= roots <= subscriptions ({count})")
+        keys: dict[tuple[str, int], int] = {}
+        while len(keys) < roots:
+            keys.setdefault((self._attributes(rng, 1)[0], self._value(rng)), len(keys))
+        root_predicates = []
+        for attr, value in keys:
+            root = [(attr, "=", value)]
+            for other in self._other_attributes(rng, {attr}, rng.randint(0, 2)):
+                root.append(self._keyless_predicate(rng, other, keys))
+            root_predicates.append(root)
+        texts = [_predicates_text(p) for p in root_predicates]
+        for _ in range(count - roots):
+            root = root_predicates[rng.randrange(roots)]
+            child = [(a, op, self._tightened(rng, op, v)) for a, op, v in root]
+            more = rng.randint(1, 10 - len(child))
+            for attr in self._other_attributes(rng, {a for a, _, _ in child}, more):
+                child.append(self._keyless_predicate(rng, attr, keys))
+            texts.append(_predicates_text(child))
+        return texts
+
+    def _keyless_predicate(self, rng: random.Random, attr: str, keys) -> tuple[str, str, int]:
+        """A predicate on ``attr`` that is no root's key (an equality on a key's value is drawn again)."""
+        op, value = self._operator(rng), self._value(rng)
+        while op == "=" and (attr, value) in keys:
+            value = self._value(rng)
+        return attr, op, value
+
+    def _other_attributes(self, rng: random.Random, taken: set[str], count: int) -> list[str]:
+        """``count`` more attributes drawn as ``_attributes`` draws them, none in ``taken``."""
+        chosen: list[str] = []
+        while len(chosen) < count:
+            attr = self._attributes(rng, 1)[0]
+            if attr not in taken and attr not in chosen:
+                chosen.append(attr)
+        return chosen
+
+    def _tightened(self, rng: random.Random, op: str, value: int) -> int:
+        """A bound at least as strict as ``op value``: ``<`` lower, ``>`` higher, ``=`` kept."""
+        if op == "<":
+            return rng.randint(self.values[0], value)
+        if op == ">":
+            return rng.randint(value, self.values[-1])
+        return value
 
     def publication(self, rng: random.Random) -> Publication:
         """A publication, handed over parsed (``str()`` gives its text): the mobile rush hour
         makes a million, and formatting each to parse it again was a third of building it."""
         value = self._value
         return Publication(tuple((a, value(rng)) for a in self._attributes(rng, rng.randint(1, 19))))
+
+
+def _predicates_text(predicates: list[tuple[str, str, int]]) -> str:
+    return ",".join(f"[{a},{op},{v}]" for a, op, v in predicates)
 
 
 def _client_brokers(graph, kind: str) -> list[str]:
@@ -395,6 +453,10 @@ def mobile_monitors(
     return [r for r in records if r["t"] < duration]
 
 
+MOBILE_SUBSCRIPTIONS = ("independent", "owned")
+MOBILE_MOVES = ("handoff", "resubscribe")
+
+
 @generator("mobile_rush_hour")
 def mobile_rush_hour(
     brokers: list[str],
@@ -407,11 +469,14 @@ def mobile_rush_hour(
     subscribe_interval: float = 0.0005,
     morning_start: float = 900.0,
     morning_end: float = 1500.0,
-    afternoon_start: float = 2400.0,
-    afternoon_end: float = 3000.0,
+    afternoon_start: float | None = 2400.0,
+    afternoon_end: float | None = 3000.0,
     duration: float = 3600.0,
     commuters: float = 0.6,
     stayers: float = 0.2,
+    subscriptions: str = "independent",
+    roots: int = 1600,
+    moves: str = "handoff",
 ) -> list[dict]:
     """The mobile rush-hour workload of the incremental-pruning paper: ``publishers`` and
     ``subscribers`` at the overlay's leaves (every broker where there are none; the paper's is
@@ -419,18 +484,31 @@ def mobile_rush_hour(
     advertising the whole vocabulary and publishing every 1-15 s (``publish_min`` to
     ``publish_max``: its own period, a random phase) once the subscriptions are in. In each
     rush hour (``morning_start`` to ``morning_end``, ``afternoon_start`` to ``afternoon_end``,
-    in seconds) every subscriber moves once, at a random moment:
+    in seconds; no afternoon rush when its bounds are null) every subscriber moves once, at a
+    random moment (the paper does not say when within the rush; uniform here):
     ``commuters`` of them from home (where they subscribed) to their office in the morning and
-    back in the afternoon, ``stayers`` never, the rest each time to a random other leaf."""
+    back in the afternoon, ``stayers`` never, the rest each time to a random other leaf.
+
+    ``subscriptions: independent`` draws every subscription on its own, as the paper describes
+    its SIENA model. ``subscriptions: owned`` is the variant that shows what the paper's burst
+    needs: ``roots`` root subscriptions that each own their covered set
+    (``SienaVocabulary.owned_subscriptions``), so a root's removal exposes its whole set.
+
+    ``moves: handoff`` moves a subscriber with its subscriptions (a ``move`` record: the
+    old broker hands them to the new one, nothing lost or delivered twice).
+    ``moves: resubscribe`` is a move as the paper's setup reads (it is not explicit): the
+    subscriber unsubscribes where it is, moves, and subscribes anew (the same filter, a new id
+    ``S<n>.<k>`` for its k-th move), so every broker on the way withdraws the subscription and
+    installs it again."""
+    for name, value, known in (("subscriptions", subscriptions, MOBILE_SUBSCRIPTIONS), ("moves", moves, MOBILE_MOVES)):
+        if value not in known:
+            raise ValueError(f"{name} {value!r}: expected one of {', '.join(known)}")
     if not (0 <= commuters and 0 <= stayers and commuters + stayers <= 1):
         raise ValueError("commuters and stayers are shares: each in [0, 1], together at most 1")
     if not (0 < publish_min <= publish_max):
         raise ValueError(f"publish_min {publish_min}, publish_max {publish_max}: expected 0 < min <= max seconds")
-    begin = 0.02 + subscribers * subscribe_interval  # every subscription is in
-    morning, afternoon = (morning_start, morning_end), (afternoon_start, afternoon_end)
-    if not (begin <= morning_start <= morning_end <= afternoon_start <= afternoon_end <= duration):
-        raise ValueError(f"expected the subscriptions in ({begin:g} s), the morning {morning} and the afternoon "
-                         f"{afternoon} rush hours and the end ({duration:g} s) in that order")
+    rushes = _rush_hours(subscribers, subscribe_interval, (morning_start, morning_end),
+                         (afternoon_start, afternoon_end), duration)
     rng = rng_for(seed, "mobile_rush_hour")
     leaves = sorted(n for n in graph if graph.degree(n) == 1) if graph is not None else []
     leaves = leaves or sorted(brokers)
@@ -438,25 +516,20 @@ def mobile_rush_hour(
     vocabulary = ",".join(f"[{w},isPresent,0]" for w in language.words)
     records = [{"t": 0.0, "op": "advertise", "client": f"pub{p}", "broker": rng.choice(leaves), "id": f"A{p}",
                 "filter": vocabulary} for p in range(publishers)]
-    home = {}
+    if subscriptions == "owned":
+        filters = language.owned_subscriptions(rng, subscribers, roots)
+        rng.shuffle(filters)
+        next_filter = iter(filters).__next__
+    else:
+        next_filter = lambda: language.subscription(rng)  # noqa: E731
+    home, filters = {}, {}
     for s in range(subscribers):
-        home[s] = rng.choice(leaves)
+        home[s], filters[s] = rng.choice(leaves), next_filter()
         records.append({"t": round(0.01 + s * subscribe_interval, 6), "op": "subscribe", "client": f"c-S{s}",
-                        "broker": home[s], "id": f"S{s}", "filter": language.subscription(rng)})
-    order = list(range(subscribers))
-    rng.shuffle(order)
-    commuting = set(order[:round(commuters * subscribers)])
-    staying = set(order[len(commuting):len(commuting) + round(stayers * subscribers)])
-    others = lambda broker: [b for b in leaves if b != broker] or [broker]  # noqa: E731
-    for s in range(subscribers):
-        if s in staying:
-            continue
-        office = rng.choice(others(home[s]))
-        morning_to = office if s in commuting else rng.choice(others(home[s]))
-        afternoon_to = home[s] if s in commuting else rng.choice(others(morning_to))
-        for (start, end), broker in ((morning, morning_to), (afternoon, afternoon_to)):
-            records.append({"t": round(rng.uniform(start, end), 6), "op": "move", "client": f"c-S{s}",
-                            "broker": broker})
+                        "broker": home[s], "id": f"S{s}", "filter": filters[s]})
+    relocations = _rush_hour_moves(rng, leaves, home, rushes, commuters, stayers)
+    records += _resubscriptions(relocations, filters) if moves == "resubscribe" else relocations
+    begin = 0.02 + subscribers * subscribe_interval  # every subscription is in
     message = 0
     for p in range(publishers):
         period = rng.uniform(publish_min, publish_max)
@@ -468,6 +541,57 @@ def mobile_rush_hour(
             t += period
     records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
     return records
+
+
+def _resubscriptions(relocations: list[dict], filters: dict[int, str]) -> list[dict]:
+    """Each move as an unsubscription, the move, and a new subscription with the same filter."""
+    moved: dict[int, int] = {}
+    records = []
+    for move in relocations:
+        s = int(move["client"].removeprefix("c-S"))
+        old_id = f"S{s}.{moved[s]}" if s in moved else f"S{s}"
+        moved[s] = moved.get(s, 0) + 1
+        records += [{"t": move["t"], "op": "unsubscribe", "client": move["client"], "id": old_id}, move,
+                    {**move, "op": "subscribe", "id": f"S{s}.{moved[s]}", "filter": filters[s]}]
+    return records
+
+
+def _rush_hours(subscribers: int, subscribe_interval: float, morning: tuple, afternoon: tuple,
+                duration: float) -> list[tuple[float, float]]:
+    """The rush hours, checked to come after every subscription is in and in order."""
+    begin = 0.02 + subscribers * subscribe_interval
+    if (afternoon[0] is None) != (afternoon[1] is None):
+        raise ValueError("afternoon_start and afternoon_end: give both, or neither (null) for no afternoon rush")
+    rushes = [morning] + ([afternoon] if afternoon[0] is not None else [])
+    bounds = [begin, *(t for rush in rushes for t in rush), duration]
+    if bounds != sorted(bounds):
+        shown = " and ".join(f"({start:g}, {end:g})" for start, end in rushes)
+        raise ValueError(f"expected the subscriptions in ({begin:g} s), the rush hours {shown} and the end "
+                         f"({duration:g} s) in that order")
+    return rushes
+
+
+def _rush_hour_moves(rng: random.Random, leaves: list[str], home: dict, rushes: list, commuters: float,
+                     stayers: float) -> list[dict]:
+    """One move per rush hour for every subscriber but the stayers: commuters to their office
+    and (in a second rush) home again, the others each time to a random other leaf."""
+    subscribers = len(home)
+    order = list(range(subscribers))
+    rng.shuffle(order)
+    commuting = set(order[:round(commuters * subscribers)])
+    staying = set(order[len(commuting):len(commuting) + round(stayers * subscribers)])
+    others = lambda broker: [b for b in leaves if b != broker] or [broker]  # noqa: E731
+    moves = []
+    for s in range(subscribers):
+        if s in staying:
+            continue
+        office = rng.choice(others(home[s]))
+        morning_to = office if s in commuting else rng.choice(others(home[s]))
+        afternoon_to = home[s] if s in commuting else rng.choice(others(morning_to))
+        for (start, end), broker in zip(rushes, (morning_to, afternoon_to)):
+            moves.append({"t": round(rng.uniform(start, end), 6), "op": "move", "client": f"c-S{s}",
+                          "broker": broker})
+    return moves
 
 
 @generator("workflow")
