@@ -243,12 +243,13 @@ def test_mobile_rush_hour_delivers_exactly(stack, subscriptions, moves):
     """Subscribers commute and wander between the leaves of a star (each operation complete
     before the next: the sync pump) with SIENA-style subscriptions: drawn independently and
     handed over on a move, or under roots that own their covered sets and withdrawn and made
-    again on a move (the paper-setup variant: a root that moves releases its whole set)."""
+    again 2 s later on a move (the paper-setup variant: a root away releases its whole set)."""
     graph = topologies.star(9)
     records = mobile_rush_hour(sorted(graph), graph, seed=2, publishers=8, subscribers=300, subscribe_interval=0.01,
                                publish_min=0.5, publish_max=2.0, morning_start=10.0, morning_end=20.0,
                                afternoon_start=30.0, afternoon_end=40.0, duration=50.0,
-                               subscriptions=subscriptions, roots=6, moves=moves)
+                               subscriptions=subscriptions, roots=6, moves=moves,
+                               travel=2.0 if moves == "resubscribe" else 0.0)
     records = with_matching_publications(records)
     pump = Pump(graph, {"covering": "active"} if stack == "active" else protocol(stack)).run(records)
     expected = expected_deliveries(records)

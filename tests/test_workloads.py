@@ -312,6 +312,20 @@ def test_a_mobile_rush_hour_without_an_afternoon_moves_each_subscriber_once_and_
         assert there != home and filters[f"{n}.1"] == filters[n]
         assert afternoon[0] == ("unsubscribe", f"{n}.1", None) and afternoon[2][:2] == ("subscribe", f"{n}.2")
     assert sum(r["op"] == "move" for r in resubscribed) == 320  # the 80% who move, twice
+    travelling = mobile_rush_hour(sorted(graph), graph, seed=4, publishers=5, subscribers=200,
+                                  subscribe_interval=0.01, morning_start=100.0, morning_end=200.0,
+                                  afternoon_start=250.0, afternoon_end=280.0, duration=300.0, moves="resubscribe",
+                                  travel=30.0)
+    left = {r["id"]: r["t"] for r in travelling if r["op"] == "unsubscribe"}
+    arrived = {r["id"]: r["t"] for r in travelling if r["op"] == "subscribe" and "." in r["id"]}
+    assert len(arrived) == 320 and [r["t"] for r in travelling] == sorted(r["t"] for r in travelling)
+    for new_id, t in arrived.items():
+        n, k = new_id.rsplit(".", 1)
+        assert t == pytest.approx(left[n if k == "1" else f"{n}.1"] + 30.0)
+    with pytest.raises(ValueError, match="longer than the gap between the rush hours"):
+        mobile_rush_hour(sorted(graph), graph, subscribers=10, moves="resubscribe", travel=1000.0)
+    with pytest.raises(ValueError, match="only with moves: resubscribe"):
+        mobile_rush_hour(sorted(graph), graph, subscribers=10, travel=5.0)
     with pytest.raises(ValueError, match="give both, or neither"):
         mobile_rush_hour(sorted(graph), graph, subscribers=10, afternoon_start=None)
     with pytest.raises(ValueError, match="subscriptions 'nested'"):

@@ -477,6 +477,7 @@ def mobile_rush_hour(
     subscriptions: str = "independent",
     roots: int = 1600,
     moves: str = "handoff",
+    travel: float = 0.0,
 ) -> list[dict]:
     """The mobile rush-hour workload of the incremental-pruning paper: ``publishers`` and
     ``subscribers`` at the overlay's leaves (every broker where there are none; the paper's is
@@ -499,7 +500,8 @@ def mobile_rush_hour(
     ``moves: resubscribe`` is a move as the paper's setup reads (it is not explicit): the
     subscriber unsubscribes where it is, moves, and subscribes anew (the same filter, a new id
     ``S<n>.<k>`` for its k-th move), so every broker on the way withdraws the subscription and
-    installs it again."""
+    installs it again; ``travel`` seconds after the unsubscription (a commuter is away while it
+    travels; the paper does not say for how long)."""
     for name, value, known in (("subscriptions", subscriptions, MOBILE_SUBSCRIPTIONS), ("moves", moves, MOBILE_MOVES)):
         if value not in known:
             raise ValueError(f"{name} {value!r}: expected one of {', '.join(known)}")
@@ -509,6 +511,10 @@ def mobile_rush_hour(
         raise ValueError(f"publish_min {publish_min}, publish_max {publish_max}: expected 0 < min <= max seconds")
     rushes = _rush_hours(subscribers, subscribe_interval, (morning_start, morning_end),
                          (afternoon_start, afternoon_end), duration)
+    if travel < 0 or (travel and moves != "resubscribe"):
+        raise ValueError(f"travel {travel}: expected seconds >= 0, and only with moves: resubscribe")
+    if len(rushes) > 1 and travel > rushes[1][0] - rushes[0][1]:
+        raise ValueError(f"travel {travel}: longer than the gap between the rush hours")
     rng = rng_for(seed, "mobile_rush_hour")
     leaves = sorted(n for n in graph if graph.degree(n) == 1) if graph is not None else []
     leaves = leaves or sorted(brokers)
@@ -528,7 +534,7 @@ def mobile_rush_hour(
         records.append({"t": round(0.01 + s * subscribe_interval, 6), "op": "subscribe", "client": f"c-S{s}",
                         "broker": home[s], "id": f"S{s}", "filter": filters[s]})
     relocations = _rush_hour_moves(rng, leaves, home, rushes, commuters, stayers)
-    records += _resubscriptions(relocations, filters) if moves == "resubscribe" else relocations
+    records += _resubscriptions(relocations, filters, travel) if moves == "resubscribe" else relocations
     begin = 0.02 + subscribers * subscribe_interval  # every subscription is in
     message = 0
     for p in range(publishers):
@@ -543,8 +549,9 @@ def mobile_rush_hour(
     return records
 
 
-def _resubscriptions(relocations: list[dict], filters: dict[int, str]) -> list[dict]:
-    """Each move as an unsubscription, the move, and a new subscription with the same filter."""
+def _resubscriptions(relocations: list[dict], filters: dict[int, str], travel: float) -> list[dict]:
+    """Each move as an unsubscription, the move, and ``travel`` seconds later a new
+    subscription with the same filter."""
     moved: dict[int, int] = {}
     records = []
     for move in relocations:
@@ -552,7 +559,8 @@ def _resubscriptions(relocations: list[dict], filters: dict[int, str]) -> list[d
         old_id = f"S{s}.{moved[s]}" if s in moved else f"S{s}"
         moved[s] = moved.get(s, 0) + 1
         records += [{"t": move["t"], "op": "unsubscribe", "client": move["client"], "id": old_id}, move,
-                    {**move, "op": "subscribe", "id": f"S{s}.{moved[s]}", "filter": filters[s]}]
+                    {**move, "t": round(move["t"] + travel, 6), "op": "subscribe", "id": f"S{s}.{moved[s]}",
+                     "filter": filters[s]}]
     return records
 
 
