@@ -523,9 +523,9 @@ def mobile_rush_hour(
     records = [{"t": 0.0, "op": "advertise", "client": f"pub{p}", "broker": rng.choice(leaves), "id": f"A{p}",
                 "filter": vocabulary} for p in range(publishers)]
     if subscriptions == "owned":
-        filters = language.owned_subscriptions(rng, subscribers, roots)
-        rng.shuffle(filters)
-        next_filter = iter(filters).__next__
+        owned = language.owned_subscriptions(rng, subscribers, roots)
+        rng.shuffle(owned)
+        next_filter = iter(owned).__next__
     else:
         next_filter = lambda: language.subscription(rng)  # noqa: E731
     home, filters = {}, {}
