@@ -214,9 +214,9 @@ class SienaVocabulary:
         values are drawn as ``subscription`` draws them."""
         if not 1 <= roots <= count:
             raise ValueError(f"roots {roots}: expected 1 <= roots <= subscriptions ({count})")
-        keys: dict[tuple[str, int], int] = {}
+        keys: dict[tuple[str, int], None] = {}  # an ordered set
         while len(keys) < roots:
-            keys.setdefault((self._attributes(rng, 1)[0], self._value(rng)), len(keys))
+            keys[(self._attributes(rng, 1)[0], self._value(rng))] = None
         root_predicates = []
         for attr, value in keys:
             root = [(attr, "=", value)]
@@ -509,8 +509,8 @@ def mobile_rush_hour(
         raise ValueError("commuters and stayers are shares: each in [0, 1], together at most 1")
     if not (0 < publish_min <= publish_max):
         raise ValueError(f"publish_min {publish_min}, publish_max {publish_max}: expected 0 < min <= max seconds")
-    rushes = _rush_hours(subscribers, subscribe_interval, (morning_start, morning_end),
-                         (afternoon_start, afternoon_end), duration)
+    begin = 0.02 + subscribers * subscribe_interval  # every subscription is in
+    rushes = _rush_hours(begin, (morning_start, morning_end), (afternoon_start, afternoon_end), duration)
     if travel < 0 or (travel and moves != "resubscribe"):
         raise ValueError(f"travel {travel}: expected seconds >= 0, and only with moves: resubscribe")
     if len(rushes) > 1 and travel > rushes[1][0] - rushes[0][1]:
@@ -534,8 +534,10 @@ def mobile_rush_hour(
         records.append({"t": round(0.01 + s * subscribe_interval, 6), "op": "subscribe", "client": f"c-S{s}",
                         "broker": home[s], "id": f"S{s}", "filter": filters[s]})
     relocations = _rush_hour_moves(rng, leaves, home, rushes, commuters, stayers)
-    records += _resubscriptions(relocations, filters, travel) if moves == "resubscribe" else relocations
-    begin = 0.02 + subscribers * subscribe_interval  # every subscription is in
+    if moves == "resubscribe":
+        records += _resubscriptions(relocations, filters, travel)
+    else:
+        records += [{"t": t, "op": "move", "client": f"c-S{s}", "broker": broker} for s, t, broker in relocations]
     message = 0
     for p in range(publishers):
         period = rng.uniform(publish_min, publish_max)
@@ -549,25 +551,25 @@ def mobile_rush_hour(
     return records
 
 
-def _resubscriptions(relocations: list[dict], filters: dict[int, str], travel: float) -> list[dict]:
-    """Each move as an unsubscription, the move, and ``travel`` seconds later a new
-    subscription with the same filter."""
+def _resubscriptions(relocations: list[tuple[int, float, str]], filters: dict[int, str],
+                     travel: float) -> list[dict]:
+    """Each move of subscriber ``s`` as an unsubscription, the move, and ``travel`` seconds
+    later a new subscription with the same filter."""
     moved: dict[int, int] = {}
     records = []
-    for move in relocations:
-        s = int(move["client"].removeprefix("c-S"))
+    for s, t, broker in relocations:
         old_id = f"S{s}.{moved[s]}" if s in moved else f"S{s}"
         moved[s] = moved.get(s, 0) + 1
-        records += [{"t": move["t"], "op": "unsubscribe", "client": move["client"], "id": old_id}, move,
-                    {**move, "t": round(move["t"] + travel, 6), "op": "subscribe", "id": f"S{s}.{moved[s]}",
-                     "filter": filters[s]}]
+        client = f"c-S{s}"
+        records += [{"t": t, "op": "unsubscribe", "client": client, "id": old_id},
+                    {"t": t, "op": "move", "client": client, "broker": broker},
+                    {"t": round(t + travel, 6), "op": "subscribe", "client": client, "broker": broker,
+                     "id": f"S{s}.{moved[s]}", "filter": filters[s]}]
     return records
 
 
-def _rush_hours(subscribers: int, subscribe_interval: float, morning: tuple, afternoon: tuple,
-                duration: float) -> list[tuple[float, float]]:
-    """The rush hours, checked to come after every subscription is in and in order."""
-    begin = 0.02 + subscribers * subscribe_interval
+def _rush_hours(begin: float, morning: tuple, afternoon: tuple, duration: float) -> list[tuple[float, float]]:
+    """The rush hours, checked to come after every subscription is in (at ``begin``) and in order."""
     if (afternoon[0] is None) != (afternoon[1] is None):
         raise ValueError("afternoon_start and afternoon_end: give both, or neither (null) for no afternoon rush")
     rushes = [morning] + ([afternoon] if afternoon[0] is not None else [])
@@ -580,9 +582,10 @@ def _rush_hours(subscribers: int, subscribe_interval: float, morning: tuple, aft
 
 
 def _rush_hour_moves(rng: random.Random, leaves: list[str], home: dict, rushes: list, commuters: float,
-                     stayers: float) -> list[dict]:
-    """One move per rush hour for every subscriber but the stayers: commuters to their office
-    and (in a second rush) home again, the others each time to a random other leaf."""
+                     stayers: float) -> list[tuple[int, float, str]]:
+    """One move, (subscriber, time, broker), per rush hour for every subscriber but the
+    stayers: commuters to their office and (in a second rush) home again, the others each time
+    to a random other leaf."""
     subscribers = len(home)
     order = list(range(subscribers))
     rng.shuffle(order)
@@ -597,8 +600,7 @@ def _rush_hour_moves(rng: random.Random, leaves: list[str], home: dict, rushes: 
         morning_to = office if s in commuting else rng.choice(others(home[s]))
         afternoon_to = home[s] if s in commuting else rng.choice(others(morning_to))
         for (start, end), broker in zip(rushes, (morning_to, afternoon_to)):
-            moves.append({"t": round(rng.uniform(start, end), 6), "op": "move", "client": f"c-S{s}",
-                          "broker": broker})
+            moves.append((s, round(rng.uniform(start, end), 6), broker))
     return moves
 
 
