@@ -257,6 +257,7 @@ def utilisation(rows, labels, path: Path):
             ax.plot(np.arange(1, len(values) + 1), values, color=colours[label], label=label, marker=".")
     ax.set(title="Broker utilisation (busy time / simulated time), brokers ranked",
            xlabel="broker rank", ylabel="input utilisation (%)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # ranks are whole brokers
     ax.set_ylim(bottom=0)
     ax.legend(fontsize="small")
     return _save(fig, path)
