@@ -41,6 +41,7 @@ from .storage import RunDir
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _stop_requests: list[str] = []  # why the driver was asked to stop (a signal); checked every chunk
+_kept_hosts: dict | None = None  # see hosts_kept
 
 
 def request_stop(reason: str) -> None:
@@ -329,10 +330,12 @@ class _RayTransport:
         self.cpus_per_host = cpus_per_host
         self.collect_into = collect_into
         self.collects = collect_into is not None
+        self.finished = False  # every host returned from ``finish``: none waits for a peer
         self.group = self._placement_group(hosts, cpus_per_host) if cpus_per_host else None
         self.actors = self._empty_actors(hosts)
 
     def _empty_actors(self, hosts: int) -> list:
+        kept = self._kept(hosts)
         remote = self.ray.remote(BrokerHost)
         # two threads per host: one runs windows while the other takes peers' deliveries
         options = {"num_cpus": self.cpus_per_host, "max_concurrency": 2}
@@ -342,7 +345,28 @@ class _RayTransport:
             placements = [PlacementGroupSchedulingStrategy(self.group, i) for i in range(hosts)]
         else:
             placements = ["SPREAD"] * hosts
-        return [remote.options(**options, scheduling_strategy=placements[h]).remote() for h in range(hosts)]
+        return kept + [remote.options(**options, scheduling_strategy=placements[h]).remote()
+                       for h in range(len(kept), hosts)]
+
+    def _keeps_hosts(self) -> bool:
+        return _kept_hosts is not None and self.group is None
+
+    def _kept(self, hosts: int) -> list:
+        """Up to ``hosts`` kept host actors that still answer (see ``hosts_kept``)."""
+        if not self._keeps_hosts():
+            return []
+        if not _same_ray_job(_kept_hosts):  # kept under an earlier Ray session: gone with it
+            _kept_hosts.update(job=self.ray.get_runtime_context().get_job_id(), actors=[])
+        taken = _kept_hosts["actors"][:hosts]
+        del _kept_hosts["actors"][:hosts]
+        answering = []
+        for actor in taken:
+            try:
+                self.ray.get(actor.__ray_ready__.remote())
+                answering.append(actor)
+            except self.ray.exceptions.RayActorError:
+                pass
+        return answering
 
     def host_weights(self) -> list[float]:
         """Each host's share of a CPU on the node it runs on (see ``partition.host_weights``)."""
@@ -404,6 +428,9 @@ class _RayTransport:
         return self._gather([a.node.remote() for a in self.actors])
 
     def close(self) -> None:
+        if self.finished and self._keeps_hosts():
+            _kept_hosts["actors"] += self.actors  # idle: the run's last call returned
+            self.actors = []
         self._kill_actors()
         if self.group is not None:
             from ray.util.placement_group import remove_placement_group
@@ -432,6 +459,7 @@ class _RayTransport:
     def finish(self, end: int) -> list[Status]:
         statuses = self._gather([a.finish.remote(end) for a in self.actors])
         self._store_files()
+        self.finished = True
         return statuses
 
 
@@ -440,6 +468,36 @@ def relays(nodes: list[str | None]) -> bool:
     more than two hosts share nodes, the calls compete for the same CPUs and a relay makes
     2 (N - 1) calls a window instead of N (N - 1); with a node each, pairs run in parallel."""
     return len(nodes) > 2 and len(set(nodes)) < len(nodes)
+
+
+@contextmanager
+def hosts_kept():
+    """Within it, the host actors of a run that completes outlive it, and later runs in this
+    process take them up before they start new ones; leaving it kills the kept ones. Starting
+    a host is starting a process: a Ray worker, this project's imports and its compiled
+    kernels loaded, about 3 s of CPU on a small machine (bench/RESULTS.md), and a process that
+    makes many runs (the tests, a notebook) pays it once per host instead of once per run.
+    Only hosts that reserve no CPUs (``runtime.cpus_per_host`` 0) are kept; a host's
+    ``start`` replaces all of its state, so a kept one starts a run as a new one would."""
+    global _kept_hosts
+    outer = _kept_hosts
+    _kept_hosts = {"job": None, "actors": []}
+    try:
+        yield
+    finally:
+        kept, _kept_hosts = _kept_hosts, outer
+        if kept["actors"] and _same_ray_job(kept):
+            import ray
+
+            for actor in kept["actors"]:
+                ray.kill(actor)
+
+
+def _same_ray_job(kept: dict) -> bool:
+    """Whether ``kept``'s actors belong to the Ray session this process is connected to now."""
+    import ray
+
+    return ray.is_initialized() and kept["job"] == ray.get_runtime_context().get_job_id()
 
 
 def ray_runtime_env() -> dict:

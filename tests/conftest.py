@@ -82,15 +82,18 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """One local Ray instance shared by every test of the session (of the xdist worker)."""
+    """One local Ray instance shared by every test of the session (of the xdist worker), whose
+    runs hand their host actors on to the next run (``hosts_kept``: a new host process costs
+    about 3 s of CPU, and the cross-host tests start about a hundred)."""
     import ray
 
-    from actors.coordinator import ray_runtime_env
+    from actors.coordinator import hosts_kept, ray_runtime_env
 
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                  runtime_env=ray_runtime_env())
-    yield ray
+    with hosts_kept():
+        yield ray
 
 
 @pytest.fixture(scope="session")
