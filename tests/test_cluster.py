@@ -100,3 +100,24 @@ def test_runs_leave_no_host_actor_or_placement_group_behind(tmp_path, ray_sessio
     assert json.loads((tmp_path / "failed" / "manifest.json").read_text())["status"] == "failed"
     assert alive_hosts() == before
     assert all(group["state"] == "REMOVED" for group in placement_group_table().values())
+
+
+@pytest.mark.ray
+def test_hosts_kept_serve_the_next_run_and_are_killed_on_leaving(tmp_path, ray_session):
+    """Within ``hosts_kept`` a second run starts no host process, and gives the same tables."""
+    from ray._private.state import actors
+
+    from actors.coordinator import hosts_kept
+
+    def alive_hosts() -> set[str]:
+        return {i for i, a in actors().items() if a["ActorClassName"] == "BrokerHost" and a["State"] != "DEAD"}
+
+    before = alive_hosts()
+    spec = resolve(SCENARIO, ["runtime.hosts=2"])
+    with hosts_kept():
+        run(spec, tmp_path / "first", progress=False)
+        kept = alive_hosts() - before
+        run(spec, tmp_path / "second", progress=False)
+        assert len(kept) == 2 and alive_hosts() - before == kept
+    assert alive_hosts() == before
+    assert rows(tmp_path / "first") == rows(tmp_path / "second")
