@@ -55,7 +55,7 @@ class SyncPump:
     # driving the brokers
     def run(self, records: list[dict], source: str = "trace") -> "SyncPump":
         """Inject a trace's operations, each at its time, each to quiescence."""
-        for injection in compile_trace([(source, r) for r in records], self.brokers):
+        for injection in compile_trace(records, self.brokers, lambda i: f"{source}: operation {i + 1}"):
             self.now = injection.t_us
             self.inject(injection.broker, injection.message)
         return self

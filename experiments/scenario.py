@@ -29,7 +29,7 @@ from protocols.relocation import RelocationSettings
 from protocols.softlinks import SoftLinkSettings
 from protocols.stack import MIXINS, PROTOCOL_KEYS
 from workloads import generators as workload_generators
-from workloads.trace import compile_trace, read_trace
+from workloads.trace import Trace, compile_trace, read_trace
 
 SCHEMA = {
     "name": str,
@@ -501,14 +501,14 @@ def _build_workload(scenario: dict, graph, base: Path, path: Path):
     gc.disable()
     try:
         if workload.get("trace"):
-            records = read_trace(base / workload["trace"])
+            trace = read_trace(base / workload["trace"])
         else:
             generated = _call_generator(
                 workload["generator"], workload_generators.GENERATORS, f"{path}: workload.generator",
                 brokers=sorted(graph), graph=graph, seed=scenario["seed"], base=base,
             )
-            records = [(f"{path}: workload.generator operation {i + 1}", r) for i, r in enumerate(generated)]
-        return compile_trace(records, graph)
+            trace = Trace(generated, lambda i: f"{path}: workload.generator operation {i + 1}")
+        return compile_trace(trace.records, graph, trace.where)
     finally:
         gc.freeze()
         if collecting:

@@ -104,7 +104,7 @@ def test_brokers_pickled_midway_carry_on_identically(protocol):
     graph = OVERLAYS["tree"](15, 1)
     records = random_mix(sorted(graph), seed=1, operations=300)
     straight, resumed = Pump(graph, protocol), Pump(graph, protocol)
-    injections = list(compile_trace([("test", r) for r in records], straight.brokers))
+    injections = list(compile_trace(records, straight.brokers))
     for pump, cut in ((straight, None), (resumed, len(injections) // 2)):
         for i, injection in enumerate(injections):
             if i == cut:

@@ -119,7 +119,7 @@ def test_packing_sends_the_burst_as_one_batch_per_link_and_delivers_the_same():
     burst = {}
     for mode in ("active", "packing"):
         pump = Pump(graph, {"covering": mode})
-        injections = compile_trace([("test", r) for r in records], graph)
+        injections = compile_trace(records, graph)
         for injection in injections[:-11]:
             pump.inject(injection.broker, injection.message)
         before = len(pump.sent)

@@ -62,7 +62,7 @@ def moved_tree(graph, moves) -> nx.Graph:
 
 def run_with_moves(pump: Pump, records: list[dict], moves: list[dict], at: list[float]) -> Pump:
     """Inject the trace; before the operation at each fraction ``at``, tick the next move's broker."""
-    injections = list(compile_trace([("trace", r) for r in records], pump.brokers))
+    injections = list(compile_trace(records, pump.brokers))
     starts = {int(len(injections) * fraction): move for fraction, move in zip(at, moves)}
     for i, injection in enumerate(injections):
         if i in starts:
@@ -250,7 +250,7 @@ def run_race(pump: InterleavingPump, records: list[dict], race: int, settled: in
     ``settled`` queued, not delivered (the first ``handled_first`` of them handled by their
     brokers, what those send queued); then ``start_moves()``, whose drain delivers the move's
     messages and everything queued in a random order; the rest to quiescence."""
-    injections = list(compile_trace([("trace", r) for r in records], pump.brokers))
+    injections = list(compile_trace(records, pump.brokers))
     for i, injection in enumerate(injections):
         if i == settled:
             start_moves()

@@ -283,7 +283,7 @@ def mt_protocol(algorithm: str, records: list[dict] | None = None, graph=None, *
     settings = {"sample": 1.0, "recompute_us": 5_000_000, **settings}
     protocol = {"multitree": dataclasses.asdict(MultitreeSettings(algorithm=algorithm, **settings)), "seed": 1}
     if settings.get("plan") == "offline":
-        injections = compile_trace([("trace", r) for r in records], graph)
+        injections = compile_trace(records, graph)
         protocol[OFFLINE_SAMPLE] = offline_sample(injections, settings["sample"], 1)
     return protocol
 
@@ -291,7 +291,7 @@ def mt_protocol(algorithm: str, records: list[dict] | None = None, graph=None, *
 def run_in_two_halves(pump: Pump, records: list[dict], coordinator: str) -> tuple[list, list, int]:
     """The first half of the publications flood; the coordinator plans; the second half routes
     on the plan. Returns the sends of each half and the time of the plan."""
-    injections = compile_trace([("trace", r) for r in records], pump.brokers)
+    injections = compile_trace(records, pump.brokers)
     publications = [i for i, inj in enumerate(injections) if inj.message.kind == "pub"]
     middle = publications[len(publications) // 2]
     for inj in injections[:middle]:
@@ -464,7 +464,7 @@ def test_a_subscription_the_plan_missed_is_flooded_and_acknowledged_before_activ
     records = keyword_records(graph, seed=8, documents=160)
     pump = Pump(graph, mt_protocol("MULT"))
     coordinator = pump.brokers[min(graph)]
-    injections = compile_trace([("trace", r) for r in records], pump.brokers)
+    injections = compile_trace(records, pump.brokers)
     publications = [i for i, inj in enumerate(injections) if inj.message.kind == "pub"]
     for inj in injections[:publications[80]]:
         pump.now = inj.t_us

@@ -69,7 +69,7 @@ def test_the_subscriptions_present_at_a_time_are_those_issued_and_not_yet_withdr
     """Against the records read one by one, at every operation's time and between."""
     brokers = [f"B{i}" for i in range(6)]
     records = random_mix(brokers, seed=4, operations=300, spacing=0.3)
-    injections = compile_trace([(f"op {i}", r) for i, r in enumerate(records)], brokers)
+    injections = compile_trace(records, brokers)
     assert any(r["op"] == "unsubscribe" for r in records) and any(r["op"] == "move" for r in records)
     for t in sorted({r["t"] for r in records} | {r["t"] + 0.05 for r in records}):
         present = {}
@@ -99,7 +99,7 @@ def test_the_matching_share_is_the_scalar_oracles():
     many publications, every k-th."""
     brokers = [f"B{i}" for i in range(6)]
     records = random_mix(brokers, seed=6, operations=400, spacing=0.3)
-    injections = compile_trace([(f"op {i}", r) for i, r in enumerate(records)], brokers)
+    injections = compile_trace(records, brokers)
     present, shares = {}, []  # per publication, None while no subscription is present
     for r in records:
         if r["op"] == "subscribe":

@@ -10,6 +10,7 @@ from protocols.index import FilterIndex
 from protocols.language import covers, matches, parse_filter, parse_publication
 from workloads.generators import (SienaVocabulary, covering_degree, mobile_monitors, mobile_rush_hour, rng_for, workflow,
                                   zipf_groups)
+from workloads import draws
 from workloads.stockquotes import stock_quotes
 from workloads.structure import covering_structure
 
@@ -419,3 +420,30 @@ def test_the_papers_workflow_keeps_one_subscription_per_activity_and_its_auditor
         workflow(sorted(graph), graph, subscriptions="per_activity", small_activities=0)
     with pytest.raises(ValueError, match="per_instance, per_activity"):
         workflow(sorted(graph), graph, subscriptions="per_process")
+
+
+@pytest.mark.parametrize("block", [64, 1 << 22])
+def test_compiled_periodic_publications_are_the_python_loops_draws(block):
+    """The kernel's publications, and the generator's state after them, are those of the
+    loop it replaces, drawn with ``publication``; with blocks of 64 words a publisher's
+    draws often run past the words at hand and are taken again from a longer block."""
+    language = SienaVocabulary()
+    pairs = [(w, v) for w in language.words for v in language.values]
+    ours, theirs = rng_for(8, "draws"), rng_for(8, "draws")
+    ours.random(), theirs.random()  # not at the start of the generator's state
+    found = []
+    for publisher, times, counts, codes in draws.periodic_publications(
+            ours, language.cumulative, len(language.values), language.MAX_ATTRIBUTES, 40, 3.0, 120.0, 0.5, 9.0,
+            block=block):
+        cells = iter(codes.tolist())
+        found += [(p, t, tuple(pairs[next(cells)] for _ in range(c)))
+                  for p, t, c in zip(publisher.tolist(), times.tolist(), counts.tolist())]
+    expected = []
+    for p in range(40):
+        period = theirs.uniform(0.5, 9.0)
+        t = 3.0 + theirs.uniform(0, period)
+        while t < 120.0:
+            expected.append((p, t, language.publication(theirs).items))
+            t += period
+    assert len(expected) > 1000 and found == expected
+    assert ours.getstate() == theirs.getstate()

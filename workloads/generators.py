@@ -16,6 +16,8 @@ from typing import Callable
 
 from protocols.language import Publication
 
+from . import draws
+
 GENERATORS: dict[str, Callable] = {}
 
 SYMBOLS = ["AAPL", "AMAT", "AMZN", "CSCO", "DELL", "IBM", "INTC", "MSFT", "ORCL", "YHOO"]
@@ -168,6 +170,7 @@ class SienaVocabulary:
     each): the same draws from the same generator, without a list built per draw. The mobile
     rush hour makes tens of millions of them."""
 
+    MAX_ATTRIBUTES = 19  # of a publication
     OPERATORS = ("=", "<", ">")
     OPERATOR_SHARES = (60, 80, 100)  # cumulative: 60% =, 20% <, 20% >
 
@@ -261,7 +264,23 @@ class SienaVocabulary:
         """A publication, handed over parsed (``str()`` gives its text): the mobile rush hour
         makes a million, and formatting each to parse it again was a third of building it."""
         value = self._value
-        return Publication(tuple((a, value(rng)) for a in self._attributes(rng, rng.randint(1, 19))))
+        return Publication(tuple((a, value(rng)) for a in self._attributes(rng, rng.randint(1, self.MAX_ATTRIBUTES))))
+
+    def periodic_publications(self, rng: random.Random, publishers: int, begin: float, duration: float,
+                              period_min: float, period_max: float):
+        """(publisher, t, publication) of ``publishers`` publishers that each publish every
+        ``rng.uniform(period_min, period_max)`` seconds from a random phase after ``begin``
+        until ``duration``, publisher by publisher: the draws and publications of that loop
+        written with ``publication``, made by a compiled kernel (``workloads.draws``)."""
+        pairs = [(word, value) for word in self.words for value in self.values]
+        for publisher, times, counts, codes in draws.periodic_publications(
+                rng, self.cumulative, len(self.values), self.MAX_ATTRIBUTES, publishers, begin, duration,
+                period_min, period_max):
+            items = list(map(pairs.__getitem__, codes.tolist()))
+            start = 0
+            for p, t, count in zip(publisher.tolist(), times.tolist(), counts.tolist()):
+                yield p, t, Publication(tuple(items[start:start + count]))
+                start += count
 
 
 def _predicates_text(predicates: list[tuple[str, str, int]]) -> str:
@@ -538,15 +557,9 @@ def mobile_rush_hour(
         records += _resubscriptions(relocations, filters, travel)
     else:
         records += [{"t": t, "op": "move", "client": f"c-S{s}", "broker": broker} for s, t, broker in relocations]
-    message = 0
-    for p in range(publishers):
-        period = rng.uniform(publish_min, publish_max)
-        t = begin + rng.uniform(0, period)
-        while t < duration:
-            records.append({"t": round(t, 6), "op": "publish", "client": f"pub{p}", "id": f"M{message}",
-                            "content": language.publication(rng)})
-            message += 1
-            t += period
+    publications = language.periodic_publications(rng, publishers, begin, duration, publish_min, publish_max)
+    records += [{"t": round(t, 6), "op": "publish", "client": f"pub{p}", "id": f"M{message}", "content": publication}
+                for message, (p, t, publication) in enumerate(publications)]
     records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
     return records
 

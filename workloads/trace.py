@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from protocols.errors import InputError
 from protocols.language import Filter, Publication, parse_filter, parse_publication
@@ -38,8 +38,16 @@ class Injection(NamedTuple):
     message: Message
 
 
-def read_trace(path: Path) -> list[tuple[str, dict]]:
-    """(location, record) pairs of a .jsonl or .parquet trace."""
+class Trace(NamedTuple):
+    """Operation records, and where each came from: ``where(i)`` names the i-th (for an error
+    message; made only when one is raised, not for each of millions of records)."""
+
+    records: list[dict]
+    where: Callable[[int], str]
+
+
+def read_trace(path: Path) -> Trace:
+    """The records of a .jsonl or .parquet trace."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: trace file not found")
@@ -50,8 +58,8 @@ def read_trace(path: Path) -> list[tuple[str, dict]]:
             rows = pq.read_table(path).to_pylist()
         except Exception as exc:  # pyarrow raises several types for unreadable files
             raise InputError(f"{path}: not a readable Parquet trace ({exc})") from None
-        return [(f"{path}: row {i + 1}", {k: v for k, v in r.items() if v is not None}) for i, r in enumerate(rows)]
-    records = []
+        return Trace([{k: v for k, v in r.items() if v is not None} for r in rows], lambda i: f"{path}: row {i + 1}")
+    records, numbers = [], []
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -63,8 +71,9 @@ def read_trace(path: Path) -> list[tuple[str, dict]]:
                 raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
             if not isinstance(record, dict):
                 raise InputError(f"{where}: expected a JSON object per line")
-            records.append((where, record))
-    return records
+            records.append(record)
+            numbers.append(number)
+    return Trace(records, lambda i: f"{path}:{numbers[i]}")
 
 
 def publication_of(content: str | Publication) -> Publication:
@@ -82,27 +91,29 @@ class _Client:
         self.advs: dict[str, Message] = {}
 
 
-def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
-    """Validate operations in order and return the injections they cause."""
+def compile_trace(records: Iterable[dict], brokers, where: Callable[[int], str] = lambda i: f"operation {i + 1}",
+                  ) -> list[Injection]:
+    """Validate operations in order and return the injections they cause; an error names the
+    operation by ``where(i)`` (the i-th record, from 0)."""
     known_brokers = set(brokers)
     clients: dict[str, _Client] = {}
     used_ids: dict[str, set[str]] = {"adv": set(), "sub": set(), "pub": set()}
     filters: dict[str, Filter] = {}  # text -> parsed filter: generators repeat theirs (filters are immutable)
     injections: list[Injection] = []
     last_t = 0
-    for where, record in records:
-        t = _check_record(where, record, last_t, known_brokers)
+    for i, record in enumerate(records):
+        t = _check_record(where, i, record, last_t, known_brokers)
         last_t = t
         t_us = round(t * 1_000_000)
         op, name = record["op"], record["client"]
         client = clients.get(name)
         if client is None:
             if "broker" not in record:
-                raise InputError(f"{where}: client {name!r} has no broker yet (its first operation must name one)")
+                raise InputError(f"{where(i)}: client {name!r} has no broker yet (its first operation must name one)")
             client = clients[name] = _Client(record["broker"])
         elif "broker" in record and op != "move" and record["broker"] != client.broker:
             raise InputError(
-                f"{where}: client {name!r} is attached to {client.broker}, not {record['broker']} (use a move)"
+                f"{where(i)}: client {name!r} is attached to {client.broker}, not {record['broker']} (use a move)"
             )
         try:
             if op == "move":
@@ -110,30 +121,30 @@ def compile_trace(records: list[tuple[str, dict]], brokers) -> list[Injection]:
             else:
                 sends = [(client.broker, _operation(op, record, client, name, t_us, used_ids, filters))]
         except ValueError as exc:
-            raise InputError(f"{where}: {exc}") from None
+            raise InputError(f"{where(i)}: {exc}") from None
         for broker, message in sends:
             injections.append(Injection(t_us, broker, len(injections), message))
     return injections
 
 
-def _check_record(where: str, record: dict, last_t: float, brokers: set) -> float:
+def _check_record(where: Callable[[int], str], i: int, record: dict, last_t: float, brokers: set) -> float:
     if not _ALLOWED.issuperset(record):
         unknown = sorted(set(record) - _ALLOWED)
-        raise InputError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(sorted(_ALLOWED))})")
+        raise InputError(f"{where(i)}: unknown key {unknown[0]!r} (expected {', '.join(sorted(_ALLOWED))})")
     t = record.get("t")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-        raise InputError(f"{where}: 't' must be a non-negative number of seconds, got {t!r}")
+        raise InputError(f"{where(i)}: 't' must be a non-negative number of seconds, got {t!r}")
     if t < last_t:
-        raise InputError(f"{where}: time goes backwards ({t} after {last_t})")
+        raise InputError(f"{where(i)}: time goes backwards ({t} after {last_t})")
     op = record.get("op")
     if op not in OPS:
-        raise InputError(f"{where}: unknown op {op!r} (expected one of {', '.join(OPS)})")
+        raise InputError(f"{where(i)}: unknown op {op!r} (expected one of {', '.join(OPS)})")
     for key in _NEEDS[op]:
         value = record.get(key)
         if not (isinstance(value, str) and value or key == "content" and isinstance(value, Publication)):
-            raise InputError(f"{where}: {op} needs a non-empty string {key!r}")
+            raise InputError(f"{where(i)}: {op} needs a non-empty string {key!r}")
     if "broker" in record and record["broker"] not in brokers:
-        raise InputError(f"{where}: unknown broker {record['broker']!r}")
+        raise InputError(f"{where(i)}: unknown broker {record['broker']!r}")
     return t
 
 
