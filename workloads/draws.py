@@ -140,11 +140,12 @@ def periodic_publications(rng: random.Random, cumulative: list[float], values: i
             words, cumulative, len(cumulative) - 1, values, values.bit_length(), max_attributes, publishers, first,
             begin, duration, period_min, period_max, *out)
         used += consumed
-        more = len(words) if following == first and written == 0 else consumed  # one publisher needs more words
-        words = np.concatenate([words[consumed:], stream.random_raw(more).astype(np.uint32)])
-        first = following
         if written:
             yield out[0][:written], out[1][:written], out[2][:written], out[3][:pairs]
+        if following < publishers:
+            more = len(words) if following == first and written == 0 else consumed  # one publisher needs more
+            words = np.concatenate([words[consumed:], stream.random_raw(more).astype(np.uint32)])
+        first = following
     after = _stream(state)
     while used:
         step = min(used, _WORDS_PER_BLOCK)
