@@ -102,24 +102,10 @@ def compile_trace(records: Iterable[dict], brokers, where: Callable[[int], str] 
     injections: list[Injection] = []
     last_t = 0
     for i, record in enumerate(records):
-        t = _check_record(where, i, record, last_t, known_brokers)
-        last_t = t
-        t_us = round(t * 1_000_000)
-        op, name = record["op"], record["client"]
-        client = clients.get(name)
-        if client is None:
-            if "broker" not in record:
-                raise InputError(f"{where(i)}: client {name!r} has no broker yet (its first operation must name one)")
-            client = clients[name] = _Client(record["broker"])
-        elif "broker" in record and op != "move" and record["broker"] != client.broker:
-            raise InputError(
-                f"{where(i)}: client {name!r} is attached to {client.broker}, not {record['broker']} (use a move)"
-            )
         try:
-            if op == "move":
-                sends = _move(client, name, record["broker"], t_us)
-            else:
-                sends = [(client.broker, _operation(op, record, client, name, t_us, used_ids, filters))]
+            last_t = _check_record(record, last_t, known_brokers)
+            t_us = round(last_t * 1_000_000)
+            sends = _sends(record, clients, t_us, used_ids, filters)
         except ValueError as exc:
             raise InputError(f"{where(i)}: {exc}") from None
         for broker, message in sends:
@@ -127,25 +113,41 @@ def compile_trace(records: Iterable[dict], brokers, where: Callable[[int], str] 
     return injections
 
 
-def _check_record(where: Callable[[int], str], i: int, record: dict, last_t: float, brokers: set) -> float:
+def _check_record(record: dict, last_t: float, brokers: set) -> float:
     if not _ALLOWED.issuperset(record):
         unknown = sorted(set(record) - _ALLOWED)
-        raise InputError(f"{where(i)}: unknown key {unknown[0]!r} (expected {', '.join(sorted(_ALLOWED))})")
+        raise ValueError(f"unknown key {unknown[0]!r} (expected {', '.join(sorted(_ALLOWED))})")
     t = record.get("t")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-        raise InputError(f"{where(i)}: 't' must be a non-negative number of seconds, got {t!r}")
+        raise ValueError(f"'t' must be a non-negative number of seconds, got {t!r}")
     if t < last_t:
-        raise InputError(f"{where(i)}: time goes backwards ({t} after {last_t})")
+        raise ValueError(f"time goes backwards ({t} after {last_t})")
     op = record.get("op")
     if op not in OPS:
-        raise InputError(f"{where(i)}: unknown op {op!r} (expected one of {', '.join(OPS)})")
+        raise ValueError(f"unknown op {op!r} (expected one of {', '.join(OPS)})")
     for key in _NEEDS[op]:
         value = record.get(key)
         if not (isinstance(value, str) and value or key == "content" and isinstance(value, Publication)):
-            raise InputError(f"{where(i)}: {op} needs a non-empty string {key!r}")
+            raise ValueError(f"{op} needs a non-empty string {key!r}")
     if "broker" in record and record["broker"] not in brokers:
-        raise InputError(f"{where(i)}: unknown broker {record['broker']!r}")
+        raise ValueError(f"unknown broker {record['broker']!r}")
     return t
+
+
+def _sends(record: dict, clients: dict[str, _Client], t_us: int, used_ids, filters: dict[str, Filter],
+           ) -> list[tuple[str, Message]]:
+    """The (broker, message) pairs a checked record injects."""
+    op, name = record["op"], record["client"]
+    client = clients.get(name)
+    if client is None:
+        if "broker" not in record:
+            raise ValueError(f"client {name!r} has no broker yet (its first operation must name one)")
+        client = clients[name] = _Client(record["broker"])
+    elif "broker" in record and op != "move" and record["broker"] != client.broker:
+        raise ValueError(f"client {name!r} is attached to {client.broker}, not {record['broker']} (use a move)")
+    if op == "move":
+        return _move(client, name, record["broker"], t_us)
+    return [(client.broker, _operation(op, record, client, name, t_us, used_ids, filters))]
 
 
 def _operation(op: str, record: dict, client: _Client, name: str, t_us: int, used_ids, filters: dict[str, Filter]) -> Message:
