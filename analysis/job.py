@@ -8,7 +8,9 @@ Runs with any Spark master (``local[*]`` when none is given) and never imports R
 and ``report.md``. ``--reports`` names several reports, a JSON list of ``{"out": REPORT_DIR,
 "runs": [RUN_DIR, ...]}``: each is the report of its runs alone, but every metric is computed
 for all of them in one pass (on small runs Spark's time goes to each query, not to the rows:
-several figures' reports cost about what one does). Exit status 2 when a path is not a
+several figures' reports cost about what one does). A report may measure its runs over a
+window of its own (``"window": {"last": 60}`` or ``{"from": 20, "until": 40}``, seconds), so
+that one job reports the same runs whole and, say, over their last minute. Exit status 2 when a path is not a
 complete run directory.
 """
 from __future__ import annotations
@@ -18,8 +20,9 @@ import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -54,6 +57,19 @@ def default_bucket_us(runs) -> int:
     target = max(max(r.sim_end_us for r in runs) // 100, 1)
     scale = 10 ** (len(str(target)) - 1)
     return max(step * scale for step in (1, 2, 5) if step * scale <= target)
+
+
+class Requested(NamedTuple):
+    """A report a job is asked for: its directory, its runs' paths and, when it measures them
+    over a window of its own, that window."""
+    out: Path
+    runs: list
+    window: window.Window | None = None
+
+    def listed(self) -> dict:
+        """Its entry in a ``--reports`` listing."""
+        own = {"window": window.as_mapping(self.window)} if self.window is not None else {}
+        return {"out": str(self.out), "runs": list(map(str, self.runs)), **own}
 
 
 @dataclass(frozen=True)
@@ -93,13 +109,32 @@ def _reports(args) -> list[Report]:
     if args.runs:
         return [report_of(check_runs(args.runs, measured), args.out, args.bucket)]
     try:
-        given = json.loads(args.reports.read_text())
-        reports = [report_of(check_runs(r["runs"], measured), Path(r["out"]), args.bucket) for r in given]
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+        listing = json.loads(args.reports.read_text())
+    except (OSError, ValueError) as exc:
         raise ValueError(f"--reports {args.reports}: not a JSON list of {{out, runs}}: {exc}") from None
+    try:
+        return reports_listed(listing, measured, args.bucket)
+    except (RunError, ValueError) as exc:
+        raise type(exc)(f"--reports {args.reports}: {exc}") from None
+
+
+def reports_listed(listing: list, measured: window.Window, bucket: float | None = None) -> list[Report]:
+    """The reports of a ``--reports`` listing, each of its runs measured over its own window
+    or else ``measured``. The runs of a report with a window of its own are named
+    ``window.label_in`` (the same runs may be in another report whole)."""
+    reports = []
+    try:
+        for given in listing:
+            runs = check_runs(given["runs"], measured)
+            if "window" in given:
+                own = window.from_mapping(given["window"])
+                runs = [replace(run, label=window.label_in(run.label, own), window=own) for run in runs]
+            reports.append(report_of(runs, Path(given["out"]), bucket))
+    except (TypeError, KeyError) as exc:
+        raise ValueError(f"not a JSON list of {{out, runs, window}}: {exc!r}") from None
     labels = [run.label for report in reports for run in report.runs]
     if len(set(labels)) != len(labels):
-        raise RunError(f"--reports {args.reports}: two reports have runs of the same name")
+        raise RunError("two reports have runs of the same name")
     return reports
 
 

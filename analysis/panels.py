@@ -14,7 +14,9 @@ five kinds:
   core`` puts the core brokers in their order along the core);
 - ``sweep``: ``y`` against a setting the runs vary, one line per series.
 
-Rows are first filtered by ``where`` (column: value) and, where several remain per variant
+A figure with a window (values at the end, or a measured interval) draws every panel but
+the time ones from the report of its runs over that window; ``measured: run`` or ``window``
+says otherwise. Rows are first filtered by ``where`` (column: value) and, where several remain per variant
 and ``x``, combined by ``reduce`` (sum, max or mean). Variants whose data came out identical
 are drawn once and named together ("S2 = SH: identical"); a panel whose values are all zero
 is not drawn, and the page says so instead.
@@ -50,10 +52,15 @@ class Panel:
     variants: tuple[str, ...] = ()  # which variants it draws (default: every one)
     relative_to: str | None = None
     order: str | None = None
+    measured: str | None = None  # "run" or "window" (default: window, but for time panels)
 
     @property
     def x_column(self) -> str | None:
         return "t_s" if self.kind == "time" else self.x
+
+    def over_window(self) -> bool:
+        """Whether, in a figure with a window, the panel is drawn from the window's report."""
+        return self.measured == "window" or (self.measured is None and self.kind != "time")
 
 
 @dataclass(frozen=True)
@@ -73,11 +80,24 @@ class _Page:
 
 
 @dataclass(frozen=True)
+class Windowed:
+    """A figure's runs measured over its window: the report's tables, run name there -> variant
+    label, and the window as the page names it and as a panel's title does (``Window.phrase``
+    and ``tag``)."""
+    tables: Path
+    runs: dict[str, str]
+    phrase: str
+    tag: str
+
+
+@dataclass(frozen=True)
 class Drawn:
-    """What became of a panel on the page: its letter, and a note when it was not drawn."""
+    """What became of a panel on the page: its letter, a note when it was not drawn, and the
+    window it measures (None: whole runs)."""
     letter: str
     panel: Panel
     note: str | None = None
+    window: str | None = None
 
 
 def check(panel: Panel, variants: list[str]) -> None:
@@ -90,6 +110,8 @@ def check(panel: Panel, variants: list[str]) -> None:
         raise ValueError(f"reduce: expected one of {', '.join(REDUCERS)}, got {panel.reduce!r}")
     if panel.scale not in ("linear", "log"):
         raise ValueError(f"scale: expected linear or log, got {panel.scale!r}")
+    if panel.measured not in (None, "run", "window"):
+        raise ValueError(f"measured: expected run or window, got {panel.measured!r}")
     for column in (panel.y, panel.x_column) if panel.kind != "categories" else (panel.y,):
         if column is not None and column not in style.MEASURES:
             raise ValueError(f"{column!r}: no unit or definition known for this column "
@@ -100,19 +122,21 @@ def check(panel: Panel, variants: list[str]) -> None:
 
 
 def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, path: Path,
-         sweep: Sweep | None = None) -> list[Drawn]:
+         sweep: Sweep | None = None, windowed: Windowed | None = None) -> list[Drawn]:
     """Draw ``panels`` on one page at ``path`` from the metric tables under ``tables``;
-    ``runs``: run name in the tables -> variant label, in the figure's order."""
+    ``runs``: run name in the tables -> variant label, in the figure's order; ``windowed``:
+    the runs over the figure's window, which panels but time ones are drawn from."""
     variants = list(runs.values())
     page = _Page(variants, style.styles(variants), sweep, _core_order(tables))
-    data = [_rows(tables, panel, runs) for panel in panels]
     shown, drawn = [], []
-    for i, (panel, rows) in enumerate(zip(panels, data)):
+    for i, panel in enumerate(panels):
+        over = windowed if windowed is not None and panel.over_window() else None
+        rows = _rows(over.tables, panel, over.runs) if over else _rows(tables, panel, runs)
         letter = chr(ord("a") + i)
         note = _nothing_to_draw(panel, rows, page.core)
-        drawn.append(Drawn(letter, panel, note))
+        drawn.append(Drawn(letter, panel, note, over and over.phrase))
         if note is None:
-            shown.append((letter, panel, rows))
+            shown.append((letter, panel, rows, _measured_over(panel, windowed, over)))
     if not shown:
         return drawn
     columns = 1 if len(shown) == 1 else 2
@@ -120,18 +144,26 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
     fig, axes = plt.subplots(lines, columns, figsize=(6.2 * columns, 3.9 * lines), squeeze=False)
     for ax in axes.flat[len(shown):]:
         ax.set_visible(False)
-    time_range = _shared_time_range([(panel, rows) for _, panel, rows in shown if panel.kind == "time"])
-    for ax, (letter, panel, rows) in zip(axes.flat, shown):
+    time_range = _shared_time_range([(panel, rows) for _, panel, rows, _ in shown if panel.kind == "time"])
+    for ax, (letter, panel, rows, measured) in zip(axes.flat, shown):
         _PLOTTERS[panel.kind](ax, panel, rows, page)
         if panel.kind == "time" and time_range is not None:
             ax.set_xlim(*time_range)
             _inset_for_burst(ax, panel, rows, page, time_range)
-        ax.set_title(f"({letter}) {panel.title}", loc="left", fontsize="medium")
+        ax.set_title(f"({letter}) {panel.title}{measured}", loc="left", fontsize="medium")
         ax.grid(True, alpha=0.3)
     fig.suptitle(title, fontsize="large")
     fig.tight_layout()
     style.save(fig, path)
     return drawn
+
+
+def _measured_over(panel: Panel, windowed: Windowed | None, over: Windowed | None) -> str:
+    """What a panel's title adds in a figure with a window: the window, or that the panel
+    measures whole runs (time panels, which show the whole run, add nothing)."""
+    if over is not None:
+        return f" ({over.tag})"
+    return " (whole run)" if windowed is not None and panel.kind != "time" else ""
 
 
 def _rows(tables: Path, panel: Panel, runs: dict[str, str]) -> dict[str, list[dict]]:

@@ -136,7 +136,9 @@ def _read_runs(spark, runs: list[Run], table: str, ddl: str):
     files = local_frame(spark, [(file, run.label) for run in present
                                 for file in spark.read.schema(schema).parquet(run.path.spark_path(table)).inputFiles()],
                         f"{SOURCE_FILE} string, run string")
-    frame = spark.read.schema(schema).parquet(*[run.path.spark_path(table) for run in present])
+    # a run in two reports (whole, and over a window) is read once and labelled twice by the join
+    paths = dict.fromkeys(run.path.spark_path(table) for run in present)
+    frame = spark.read.schema(schema).parquet(*paths)
     return frame.withColumn(SOURCE_FILE, F.input_file_name()).join(F.broadcast(files), SOURCE_FILE).drop(SOURCE_FILE)
 
 

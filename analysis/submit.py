@@ -34,14 +34,15 @@ def spark_home() -> Path:
     return Path(importlib.util.find_spec("pyspark").submodule_search_locations[0])
 
 
-def run_job(reports: list[tuple[Path, list]], small: bool, bucket: float | None, master: str,
+def run_job(reports: list, small: bool, bucket: float | None, master: str,
             driver_memory: str | None, measured: Window = WHOLE_RUN, report=None) -> int:
-    """Run ``analysis/job.py`` with spark-submit, in its own process, on ``reports`` (each a
-    report directory and its runs' paths; several are computed in one pass), with this
-    interpreter as Spark's Python (so a virtual environment need not be activated); its exit
-    status. ``small``: the runs are small (``analysis.job.is_small``). Spark's and the job's
-    output go to ``OUT/analysis.log`` of every report; ``report`` (stderr by default) gets an
-    opening line and, when the job fails, its cause in one line."""
+    """Run ``analysis/job.py`` with spark-submit, in its own process, on ``reports``
+    (``analysis.job.Requested``: a report directory, its runs' paths and maybe a window of its
+    own; several are computed in one pass), with this interpreter as Spark's Python (so a
+    virtual environment need not be activated); its exit status. ``small``: the runs are small
+    (``analysis.job.is_small``). Spark's and the job's output go to ``OUT/analysis.log`` of
+    every report; ``report`` (stderr by default) gets an opening line and, when the job fails,
+    its cause in one line."""
     report = report or (lambda line: print(line, file=sys.stderr))
     memory = driver_memory or (SMALL_RUN_DRIVER_MEMORY if small else DRIVER_MEMORY)
     archive = _class_archive()
@@ -52,23 +53,23 @@ def run_job(reports: list[tuple[Path, list]], small: bool, bucket: float | None,
                "--conf", "spark.log.level=WARN", "--conf", "spark.ui.enabled=false"]
     if java_options:
         command += ["--driver-java-options", " ".join(java_options)]
-    for out, _ in reports:
-        out.mkdir(parents=True, exist_ok=True)
-    log = reports[0][0] / LOG_FILE
+    for requested in reports:
+        requested.out.mkdir(parents=True, exist_ok=True)
+    log = reports[0].out / LOG_FILE
     listing = None
-    if len(reports) == 1:
-        (out, runs), = reports
+    if len(reports) == 1 and reports[0].window is None:
+        out, runs, _ = reports[0]
         command += [analysis.job.__file__, *map(str, runs), "--out", str(out)]
     else:
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="reports-", delete=False) as listing:
-            json.dump([{"out": str(out), "runs": list(map(str, runs))} for out, runs in reports], listing)
+            json.dump([requested.listed() for requested in reports], listing)
         command += [analysis.job.__file__, "--reports", listing.name]
     if bucket is not None:
         command += ["--bucket", str(bucket)]
     command += window.arguments(measured)
     first = " (the first on this machine: it also writes Spark's class archive, about a minute more, once)" \
         if archive is not None and archive.writing is not None else ""
-    runs = sum(len(runs) for _, runs in reports)
+    runs = sum(len(requested.runs) for requested in reports)
     report(f"analysis: {runs} run(s){f' in {len(reports)} reports' if len(reports) > 1 else ''} with Spark{first}; "
            f"log: {log}")
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -81,8 +82,8 @@ def run_job(reports: list[tuple[Path, list]], small: bool, bucket: float | None,
             archive.finish(status == 0)
         if listing is not None:
             os.unlink(listing.name)
-    for out, _ in reports[1:]:
-        shutil.copyfile(log, out / LOG_FILE)
+    for requested in reports[1:]:
+        shutil.copyfile(log, requested.out / LOG_FILE)
     if status != 0:
         report(f"analysis: failed: {failure_cause(log)} (the whole output: {log})")
     return status

@@ -29,6 +29,22 @@ class Window:
     def whole(self) -> bool:
         return self.start == 0 and self.end is None and self.last is None
 
+    @property
+    def tag(self) -> str:
+        """The window in a few words ("last 60 s", "20-40 s", "from 20 s")."""
+        if self.last is not None:
+            return f"last {self.last:g} s"
+        return f"{self.start:g}-{self.end:g} s" if self.end is not None else f"from {self.start:g} s"
+
+    @property
+    def phrase(self) -> str:
+        """The window as a page says what it measures ("the last 60 s of each run")."""
+        if self.last is not None:
+            return f"the last {self.last:g} s of each run"
+        if self.end is not None:
+            return f"simulated time {self.start:g}-{self.end:g} s of each run"
+        return f"each run from {self.start:g} s of simulated time on"
+
     def of(self, sim_end_us: int) -> tuple[int, int]:
         """(start, end) in microseconds for a run that ended at ``sim_end_us``."""
         if self.last is not None:
@@ -38,6 +54,29 @@ class Window:
 
 
 WHOLE_RUN = Window()
+KEYS = {"from": "start", "until": "end", "last": "last"}  # a window as a figure file or a listing gives it
+
+
+def from_mapping(given: dict) -> Window:
+    """The window ``{from, until}`` or ``{last}`` (seconds) names (ValueError when it is not one)."""
+    if not isinstance(given, dict) or not given or set(given) - set(KEYS):
+        raise ValueError(f"expected {{from: S, until: S}} or {{last: S}} in seconds, got {given!r}")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in given.values()):
+        raise ValueError(f"expected numbers of seconds, got {given!r}")
+    return Window(**{KEYS[key]: float(value) for key, value in given.items()})
+
+
+def as_mapping(window: Window) -> dict:
+    """``window`` as ``from_mapping`` reads it."""
+    if window.last is not None:
+        return {"last": window.last}
+    return {"from": window.start, **({"until": window.end} if window.end is not None else {})}
+
+
+def label_in(label: str, window: Window) -> str:
+    """How a run is named in a report that measures it over ``window`` alongside a report of
+    the whole run ("relocation-pop [last 60 s]")."""
+    return f"{label} [{window.tag}]"
 # the column that places a row of each table in time (rows outside a window are not measured)
 TIME_COLUMNS = {"messages": "t_arrive_us", "deliveries": "t_pub_us", "samples": "t_us", "events": "t_us",
                 "expected": "t_pub_us"}

@@ -207,13 +207,16 @@ def analyse(runs: list[Path], out: Path, bucket: float | None = None, master: st
             driver_memory: str | None = None, measured=None) -> int:
     """Run ``analysis/job.py`` with the spark-submit that ships with pyspark, in its own process;
     ``measured`` (an ``analysis.window.Window``): what of each run the metrics measure."""
-    return analyse_reports([(out, runs)], bucket, master, driver_memory, measured)
+    from analysis.job import Requested
+
+    return analyse_reports([Requested(out, runs)], bucket, master, driver_memory, measured)
 
 
-def analyse_reports(reports: list[tuple[Path, list[Path]]], bucket: float | None = None, master: str = "local[*]",
+def analyse_reports(reports: list, bucket: float | None = None, master: str = "local[*]",
                     driver_memory: str | None = None, measured=None) -> int:
-    """``analyse`` for several reports (directory, runs) in one Spark job: each report of its
-    runs alone, every metric computed for all of them at once."""
+    """``analyse`` for several reports (``analysis.job.Requested``: directory, runs and maybe a
+    window of its own) in one Spark job: each report of its runs alone, every metric computed
+    for all of them at once."""
     import analysis.job
     from analysis.runs import RunError, check_runs
     from analysis.submit import run_job
@@ -222,13 +225,13 @@ def analyse_reports(reports: list[tuple[Path, list[Path]]], bucket: float | None
 
     measured = measured or WHOLE_RUN
     expanded = []
-    for out, runs in reports:
-        runs = [run for path in runs for run in run_dirs(path)]  # a sweep directory stands for its points
+    for requested in reports:
+        runs = [run for path in requested.runs for run in run_dirs(path)]  # a sweep directory stands for its points
         if not runs:
             raise InputError("analyze: the sweep directories given hold no complete point")
-        expanded.append((out, runs))
-    try:
-        checked = [run for _, runs in expanded for run in check_runs(runs, measured)]  # fail fast, before a JVM starts
+        expanded.append(requested._replace(runs=runs))
+    try:  # fail fast, before a JVM starts
+        checked = [run for requested in expanded for run in check_runs(requested.runs, requested.window or measured)]
     except RunError as exc:
         raise InputError(str(exc)) from None
     return run_job(expanded, analysis.job.is_small(checked), bucket, master, driver_memory, measured)

@@ -17,6 +17,10 @@ A figure is a YAML file in ``experiments/figures/``:
       topology: {paper: 49 brokers, ours: 55 brokers, small: 55 brokers, why: ...}
                                    # why: given where ours departs from the paper (or the paper
                                    # is silent, "not stated", and we chose)
+    window: {last: 60, small: {last: 10}}   # where the paper reads its values at the end (or a
+                                   # measured interval, {from: S, until: S}): the summary and every
+                                   # panel but the time ones are measured over it (a panel may say
+                                   # measured: run); small: the test-sized runs' window
     summary: [mean_s, max_s, peak_queue]   # the summary columns this figure compares
     panels:                        # the paper's figure (analysis/panels.py)
       - {title: Delivery delay, table: delay_over_time, y: mean_s}
@@ -24,7 +28,8 @@ A figure is a YAML file in ``experiments/figures/``:
 
 ``run_figure`` runs the variants as a sweep (concurrent Ray tasks, ``experiments/sweep.py``)
 into ``OUT/runs/<label>`` (named ``<figure>-<label>``), reusing the runs an earlier call
-completed, analyses them side by side into ``OUT/report``, draws the panels into
+completed, analyses them side by side into ``OUT/report`` (and, for a figure with a window,
+over the window into ``OUT/report-window`` in the same job), draws the panels into
 ``OUT/figure.png`` and writes ``OUT/figure.md``.
 """
 from __future__ import annotations
@@ -38,17 +43,21 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from analysis.panels import Drawn, Panel, Sweep, check as check_panel
+from analysis.job import Requested
+from analysis.panels import Drawn, Panel, Sweep, Windowed, check as check_panel
+from analysis.window import Window, from_mapping, label_in
 from protocols.errors import InputError
 
 FIGURE_DIR = Path(__file__).resolve().parent / "figures"
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_keeps", "sweep", "setup", "summary", "panels",
-        "plots")
+KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_keeps", "sweep", "setup", "window", "summary",
+        "panels", "plots")
 RUN_KEYS = ("scenario", "set", "small", "series")
 SETUP_KEYS = ("paper", "ours", "small", "why")
+WINDOW_REPORT = "report-window"  # the report of a figure's runs over its window
 SILENT = ("n.s.", "not stated", "ambiguous")  # how a setup entry says the paper is silent or unclear
-PANEL_KEYS = ("title", "table", "y", "kind", "x", "where", "reduce", "scale", "variants", "relative_to", "order")
+PANEL_KEYS = ("title", "table", "y", "kind", "x", "where", "reduce", "scale", "variants", "relative_to", "order",
+              "measured")
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,8 @@ class Figure:
     sweep_key: str | None = None
     sweep_label: str | None = None
     series: dict[str, str] | None = None  # label -> its line in a sweep figure
+    window: Window | None = None  # what of each run the values at the end measure (None: the whole run)
+    small_window: Window | None = None  # the test-sized runs' (None: ``window``)
 
     def overrides(self, label: str, small: bool) -> list[str]:
         """A run's overrides: its own, then --small's (the figure's, then the run's), then its name."""
@@ -91,6 +102,10 @@ class Figure:
 
     def run_name(self, label: str) -> str:
         return f"{self.name}-{label}"
+
+    def measured(self, small: bool) -> Window | None:
+        """The window the figure's values are measured over (None: whole runs)."""
+        return (self.small_window or self.window) if small else self.window
 
 
 def names() -> list[str]:
@@ -115,12 +130,26 @@ def load(name: str) -> Figure:
     if sweep is not None and (not isinstance(sweep, dict) or set(sweep) != {"key", "label"}):
         raise InputError(f"{path}: sweep: expected {{key: SCENARIO.KEY, label: AXIS LABEL}}")
     _check_summary(data.get("summary") or [], path)
+    window, small_window = _window(data.get("window"), path)
     return Figure(
         name, str(data.get("title", name)), str(data.get("paper", "")), str(data.get("paper_figure", "")), runs,
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
         _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
         _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
-        sweep and str(sweep["key"]), sweep and str(sweep["label"]), series or None)
+        sweep and str(sweep["key"]), sweep and str(sweep["label"]), series or None, window, small_window)
+
+
+def _window(given, path: Path) -> tuple[Window | None, Window | None]:
+    if given is None:
+        return None, None
+    if not isinstance(given, dict):
+        raise InputError(f"{path}: window: expected {{last: S}} or {{from: S, until: S}}, and small: {{...}}")
+    given = dict(given)
+    small = given.pop("small", None)
+    try:
+        return from_mapping(given), None if small is None else from_mapping(small)
+    except ValueError as exc:
+        raise InputError(f"{path}: window{'' if small is None else ' (or its small)'}: {exc}") from None
 
 
 def _check_summary(columns: list, path: Path) -> None:
@@ -218,15 +247,22 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
                 address: str | None = None, report=print) -> list[Path]:
     """For each (figure, out): run every variant not complete in ``out`` yet (``max_parallel``
     at once); then analyse all figures' runs in one job, ``analyse([(report_dir, run_dirs),
-    ...]) -> exit status``; then draw each figure's panels and write its ``OUT/figure.md``.
+    ...]) -> exit status`` (``analysis.job.Requested``; a figure with a window twice: whole,
+    and over the window); then draw each figure's panels and write its ``OUT/figure.md``.
     Returns the pages' paths. Every run of every figure resolves before anything runs."""
     for figure, _ in figures:
         check(figure, small)
     for figure, out in figures:
         _run_variants(figure, out, small, max_parallel, address, report)
-    reports = [(out / "report", [out / "runs" / label for label in figure.runs]) for figure, out in figures]
-    for report_dir, _ in reports:
-        shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
+    reports = []
+    for figure, out in figures:
+        runs = [out / "runs" / label for label in figure.runs]
+        reports.append(Requested(out / "report", runs))
+        if figure.measured(small) is not None:
+            reports.append(Requested(out / WINDOW_REPORT, runs, figure.measured(small)))
+    for figure, out in figures:
+        for report_dir in (out / "report", out / WINDOW_REPORT):
+            shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
     if analyse(reports) != 0:
         raise RuntimeError(f"the analysis of {', '.join(str(out / 'runs') for _, out in figures)} failed")
     return [write_page(figure, out, small) for figure, out in figures]
@@ -265,19 +301,31 @@ def write_page(figure: Figure, out: Path, small: bool) -> Path:
     from analysis.panels import draw
 
     report = out / "report"
+    window = figure.measured(small)
     rows = _summary_rows(figure, report)
+    windowed = None if window is None else Windowed(
+        out / WINDOW_REPORT / "tables", {label_in(figure.run_name(label), window): label for label in figure.runs},
+        window.phrase, window.tag)
     drawn = draw(figure.panels, report / "tables", {figure.run_name(label): label for label in figure.runs},
-                 _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out)) \
+                 _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out), windowed) \
         if figure.panels else []
+    summaries = [("Summary", rows)]
+    if window is not None:
+        summaries = [(f"Summary over {window.phrase}",
+                      _summary_rows(figure, out / WINDOW_REPORT, window)), ("Summary over whole runs", rows)]
     page = out / "figure.md"
-    page.write_text("\n".join(_page_lines(figure, rows, drawn, report, small)) + "\n")
+    page.write_text("\n".join(_page_lines(figure, summaries, drawn, report, small)) + "\n")
     return page
 
 
-def _summary_rows(figure: Figure, report: Path) -> list[dict]:
-    """The analysis's summary rows in the figure's order, each named by its variant."""
+def _summary_rows(figure: Figure, report: Path, window: Window | None = None) -> list[dict]:
+    """The analysis's summary rows in the figure's order, each named by its variant (in the
+    report over ``window``: the runs' names there)."""
     by_run = {row["run"]: row for row in pq.read_table(report / "tables" / "summary").to_pylist()}
-    return [{**by_run[figure.run_name(label)], "run": label} for label in figure.runs]
+    names = {label: figure.run_name(label) for label in figure.runs}
+    if window is not None:
+        names = {label: label_in(name, window) for label, name in names.items()}
+    return [{**by_run[names[label]], "run": label} for label in figure.runs]
 
 
 def _size(rows: list[dict]) -> str:
@@ -292,7 +340,11 @@ def _headline(figure: Figure, rows: list[dict], small: bool) -> str:
     return f"{figure.title}\n({_size(rows)}{', test-sized' if small else ''})"
 
 
-def _page_lines(figure: Figure, rows: list[dict], drawn: list[Drawn], report: Path, small: bool) -> list[str]:
+def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: list[Drawn], report: Path,
+                small: bool) -> list[str]:
+    """The page: source and setup line, panels, the summary table(s) (heading, rows; the first
+    the runs' whole), setup table, the generic report's plots."""
+    rows = summaries[-1][1]
     departs = [s.name for s in figure.setup if s.departs]
     lines = [f"# {figure.title}", ""]
     source = f"Paper: *{figure.paper}*" + (f", {figure.paper_figure}" if figure.paper_figure else "") + "."
@@ -307,17 +359,18 @@ def _page_lines(figure: Figure, rows: list[dict], drawn: list[Drawn], report: Pa
     if any(d.note is None for d in drawn):
         lines += [f"![{figure.title}](figure.png)", ""]
     for d in drawn:
-        lines.append(_panel_caption(d))
+        lines.append(_panel_caption(d, figure.measured(small) is not None))
     if small and figure.small_keeps:
         lines += ["", f"Test-sized: {figure.small_keeps}"]
-    lines += ["", "## Summary", "", _summary_table(figure, rows)]
+    for heading, summary_rows in summaries:
+        lines += ["", f"## {heading}", "", _summary_table(figure, summary_rows)]
     if figure.setup:
         lines += ["", "## Setup: the paper's and ours", "", _setup_table(figure.setup, small)]
     lines += _generic_report(figure, report)
     return lines
 
 
-def _panel_caption(d: Drawn) -> str:
+def _panel_caption(d: Drawn, windowed: bool) -> str:
     from analysis.style import measure
 
     y = measure("relative_cost" if d.panel.relative_to else d.panel.y)
@@ -329,6 +382,10 @@ def _panel_caption(d: Drawn) -> str:
         text += ", per time bucket (or sample) of the analysis"
     elif d.panel.table == "summary":
         text += " (one value per run)"
+    if d.window is not None:
+        text += f", over {d.window}"
+    elif windowed and d.panel.kind != "time":
+        text += ", over whole runs"
     if d.note is not None:
         return f"- ({d.letter}) {d.panel.title}: **not drawn, {d.note}** ({text})."
     return f"- ({d.letter}) {d.panel.title}. {text[0].upper()}{text[1:]}."

@@ -116,13 +116,11 @@ def analyses_in(spark):
     instead of a spark-submit process of their own: the same job on the same runs, without a
     JVM started and warmed up for each figure (tests/test_analysis.py runs spark-submit)."""
     from analysis import job, submit
-    from analysis.runs import check_runs
     from analysis.window import WHOLE_RUN
 
     def run_job(reports, small, bucket, master, driver_memory, measured=WHOLE_RUN) -> int:
         try:
-            job.analyse(spark, [job.report_of(check_runs(runs, measured), Path(out), bucket)
-                                for out, runs in reports], small)
+            job.analyse(spark, job.reports_listed([requested.listed() for requested in reports], measured, bucket), small)
             return 0
         finally:
             spark.catalog.clearCache()

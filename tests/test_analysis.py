@@ -18,9 +18,10 @@ import pytest
 from actors.coordinator import run
 from actors.results import read_table, write_table
 from analysis import submit
-from analysis.job import default_bucket_us
+from analysis.job import Requested, default_bucket_us
 from analysis.metrics import overlay_positions
 from analysis.runs import Run, RunError
+from analysis.window import WHOLE_RUN, Window
 from experiments.scenario import resolve
 from tests.conftest import PROJECT_ROOT
 
@@ -436,10 +437,10 @@ def test_a_failed_job_is_named_by_its_cause(tmp_path):
 def test_a_window_measures_only_its_stretch_of_each_run(tmp_path, spark_session):
     """``--from/--until`` and ``--last``: publications, deliveries and utilisation counted over
     the window alone (rows placed by publication, arrival and sample time). Both windows are
-    measured in one job, on two copies of one run: each run its own window."""
+    measured in one job, on two copies of one run: each run its own window; the first copy is
+    in a third report too, whole (read once, labelled for each report)."""
     from analysis import job
     from analysis.runs import check_runs
-    from analysis.window import Window
 
     spec = resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=60s"])
     run(spec, tmp_path / "run", progress=False)
@@ -450,7 +451,12 @@ def test_a_window_measures_only_its_stretch_of_each_run(tmp_path, spark_session)
     copies = check_runs([tmp_path / "run", tmp_path / "copy"])
     reports = [job.report_of([replace(copy, window=window)], tmp_path / f"report-{start}", 10)
                for copy, (window, (start, _)) in zip(copies, windows.items())]
-    job.analyse(spark_session, reports, job.is_small(copies))
+    whole = job.reports_listed([{"out": str(tmp_path / "report-whole"), "runs": [str(tmp_path / "run")]}], WHOLE_RUN, 10)
+    reports[0] = job.reports_listed([{"out": str(reports[0].out), "runs": [str(tmp_path / "run")],
+                                      "window": {"from": 20, "until": 40}}], WHOLE_RUN, 10)[0]
+    assert reports[0].runs[0].label == "unsub_burst_small_active [20-40 s]"
+    job.analyse(spark_session, reports + whole, job.is_small(copies))
+    assert _metric(whole[0].out, "summary").iloc[0].deliveries == len(deliveries)
     for report, (start, end) in zip(reports, windows.values()):
         summary = _metric(report.out, "summary").iloc[0]
         inside = deliveries[deliveries.t_pub_us.between(start, end)]
@@ -479,12 +485,16 @@ def test_several_reports_go_to_one_job_as_a_listing(tmp_path, monkeypatch):
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(submit.subprocess, "run", spark_submit)
-    reports = [(tmp_path / "report-one", [tmp_path / "one"]), (tmp_path / "report-two", [tmp_path / "two"])]
+    reports = [Requested(tmp_path / "report-one", [tmp_path / "one"]), Requested(tmp_path / "report-two", [tmp_path / "two"]),
+               Requested(tmp_path / "report-last", [tmp_path / "one"], Window(last=5.0))]
     assert analyse_reports(reports) == 0
     (command, listing, path), = started
-    assert listing == [{"out": str(out), "runs": [str(run) for run in runs]} for out, runs in reports]
+    assert listing == [{"out": str(out), "runs": [str(run) for run in runs]} for out, runs, _ in reports[:2]] + \
+        [{"out": str(tmp_path / "report-last"), "runs": [str(tmp_path / "one")], "window": {"last": 5.0}}]
     assert not Path(path).exists()
-    assert all((out / submit.LOG_FILE).is_file() for out, _ in reports)
+    assert all((requested.out / submit.LOG_FILE).is_file() for requested in reports)
+    assert analyse_reports([reports[2]]) == 0  # one report with a window of its own: a listing too
+    assert started[-1][1] == listing[2:]
 
 
 def test_the_job_reads_a_listing_of_reports_and_refuses_a_bad_one(tmp_path):
@@ -505,5 +515,12 @@ def test_the_job_reads_a_listing_of_reports_and_refuses_a_bad_one(tmp_path):
         reports(both)
     with pytest.raises(ValueError, match="not a JSON list of"):
         reports("[{\"runs\": []}]")
+    # the same runs whole and over their last 2 s: told apart by name, each measured over its own
+    whole, last = reports([both[0], {**both[0], "out": str(tmp_path / "r-last"), "window": {"last": 2}}], "--from", "1")
+    assert [(r.label, r.window) for r in whole.runs] == [("hand", Window(start=1.0))]
+    assert [(r.label, r.window) for r in last.runs] == [("hand [last 2 s]", Window(last=2.0))]
+    for bad in ({"last": "2"}, {"from": 3, "until": 1}, {"last": 2, "from": 1}, {"lsat": 2}):
+        with pytest.raises(ValueError, match="window|expected"):
+            reports([{**both[0], "window": bad}])
     with pytest.raises(ValueError, match="or --reports, not both"):
         job._reports(job._parser().parse_args([str(tmp_path / "one"), "--reports", str(listing)]))

@@ -11,6 +11,7 @@ import pytest
 
 from experiments import figures
 from experiments.cli import main
+from analysis.window import label_in
 from experiments.scenario import resolve
 from protocols.errors import InputError
 from tests.conftest import PROJECT_ROOT
@@ -90,7 +91,10 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good.replace("y: yield", "y: yeild", 1), "no unit or definition"),
                              (good.replace("summary: [", "summary: [no_column, ", 1), "unknown column(s) no_column"),
                              (good.replace("paper_figure:", "paper_figures:", 1), "did you mean 'paper_figure'"),
-                             (good + "\nsummary: yes: no\n", "not valid YAML")):
+                             (good + "\nsummary: yes: no\n", "not valid YAML"),
+                             (good + "\nwindow: {lsat: 60}\n", "window: expected {from: S, until: S} or {last: S}"),
+                             (good + "\nwindow: {last: 60, small: {from: 9, until: 3}}\n", "window (or its small): "),
+                             (good.replace("kind: cdf", "kind: cdf, measured: end", 1), "measured: expected run or")):
         (tmp_path / "bad.yaml").write_text(mistake)
         with pytest.raises(InputError, match=re.escape(message)):
             figures.load("bad")
@@ -130,6 +134,25 @@ def test_figure_small_runs_and_reports(name, every_figure_small):
     summary = (out / "report" / "summary.csv").read_text()  # the report of this figure's runs alone
     assert sorted(line.split(",")[0] for line in summary.splitlines()[1:]) == sorted(
         figure.run_name(label) for label in figure.runs)
+    if figure.measured(small=True) is not None:
+        _assert_values_over_the_window(figure, out, page)
+
+
+def _assert_values_over_the_window(figure, out: Path, page: str) -> None:
+    """A figure with a window: its runs analysed whole and over the window in the same job,
+    the summary and the panels but time and ``measured: run`` ones from the window's report."""
+    window = figure.measured(small=True)
+    tables = {name: pq.read_table(out / report / "tables" / "summary").to_pandas().set_index("run")
+              for name, report in (("whole", "report"), ("window", figures.WINDOW_REPORT))}
+    for label in figure.runs:
+        whole, inside = tables["whole"].loc[figure.run_name(label)], tables["window"].loc[
+            label_in(figure.run_name(label), window)]
+        assert 0 < inside.deliveries < whole.deliveries, label
+        assert inside.sim_end_s == whole.sim_end_s
+    assert f"## Summary over {window.phrase}" in page and "## Summary over whole runs" in page
+    captions = [line for line in page.splitlines() if line.startswith("- (")]
+    for panel, caption in zip(figure.panels, captions):
+        assert caption.endswith(f"over {window.phrase}.") == (panel.kind != "time" and panel.measured != "run"), caption
 
 
 @pytest.mark.ray
