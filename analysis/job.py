@@ -10,8 +10,9 @@ and ``report.md``. ``--reports`` names several reports, a JSON list of ``{"out":
 for all of them in one pass (on small runs Spark's time goes to each query, not to the rows:
 several figures' reports cost about what one does). A report may measure its runs over a
 window of its own (``"window": {"last": 60}`` or ``{"from": 20, "until": 40}``, seconds), so
-that one job reports the same runs whole and, say, over their last minute. Exit status 2 when a path is not a
-complete run directory.
+that one job reports the same runs whole and, say, over their last minute; ``"plots": false``
+leaves a report's plots out (its tables, summary and page only). Exit status 2 when a path is
+not a complete run directory.
 """
 from __future__ import annotations
 
@@ -65,10 +66,12 @@ class Requested(NamedTuple):
     out: Path
     runs: list
     window: window.Window | None = None
+    plots: bool = True  # False: tables, summary and page only (a figure's window report)
 
     def listed(self) -> dict:
         """Its entry in a ``--reports`` listing."""
         own = {"window": window.as_mapping(self.window)} if self.window is not None else {}
+        own |= {} if self.plots else {"plots": False}
         return {"out": str(self.out), "runs": list(map(str, self.runs)), **own}
 
 
@@ -78,6 +81,7 @@ class Report:
     out: Path
     runs: list[Run]
     bucket_us: int
+    plots: bool = True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +133,8 @@ def reports_listed(listing: list, measured: window.Window, bucket: float | None 
             if "window" in given:
                 own = window.from_mapping(given["window"])
                 runs = [replace(run, label=window.label_in(run.label, own), window=own) for run in runs]
-            reports.append(report_of(runs, Path(given["out"]), bucket))
+            report = report_of(runs, Path(given["out"]), bucket)
+            reports.append(replace(report, plots=bool(given.get("plots", True))))
     except (TypeError, KeyError) as exc:
         raise ValueError(f"not a JSON list of {{out, runs, window}}: {exc!r}") from None
     labels = [run.label for report in reports for run in report.runs]
@@ -237,6 +242,7 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
     for written in queue_files:
         written.result()
     collected = {name: result.result() for name, result in running.items()}
+    collected["migrations"] = metrics.with_hops_moved(collected["migrations"], metrics.overlay_links(tables))
     for report in reports:
         _write(report, collected, orders)
 
@@ -269,7 +275,7 @@ def _write(report: Report, collected: dict[str, pa.Table], orders: dict[str, lis
         rows[name] = table.to_pylist()
     mine = {label: orders[label] for label in labels if label in orders}
     _write_core_order(mine, report.out)
-    figures = _figures(rows, _core(mine, report.runs), labels, report.out)
+    figures = _figures(rows, _core(mine, report.runs), labels, report.out) if report.plots else {}
     write_report(report.out, report.runs, rows, figures, report.bucket_us)
 
 

@@ -20,6 +20,7 @@ several reports are analysed at once (``bucket_width``). Definitions a reader mi
 from __future__ import annotations
 
 import networkx as nx
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -227,6 +228,22 @@ def migrations(t: dict) -> DataFrame:
         (detail("selection_us").cast("long") / US).alias("selection_s"))
 
 
+def with_hops_moved(moves: pa.Table, links: list[tuple[str, str, str]]) -> pa.Table:
+    """The collected ``migrations`` with ``hops_moved``: overlay hops from each migration's
+    origin to its target (in the driver: a few rows, and the runs' links as ``overlay_links``)."""
+    graphs: dict[str, nx.Graph] = {}
+    for run, a, b in links:
+        graphs.setdefault(run, nx.Graph()).add_edge(a, b)
+    hops = [nx.shortest_path_length(graphs[row["run"]], row["origin"], row["target"])
+            for row in moves.select(["run", "origin", "target"]).to_pylist()]
+    return moves.append_column("hops_moved", pa.array(hops, pa.int32()))
+
+
+def overlay_links(t: dict) -> list[tuple[str, str, str]]:
+    """(run, a, b) of every overlay link of every run (a local relation: no Spark job)."""
+    return [(r.run, r.a, r.b) for r in t["links"].select("run", "a", "b").collect()]
+
+
 def relocation(t: dict, by_broker: DataFrame, load: DataFrame, moves: DataFrame) -> DataFrame:
     """Per run: mean broker message rate and input utilisation (over every broker), the
     relocation protocols' control messages and their share of all processed messages, and the
@@ -340,8 +357,8 @@ def publication_copies(t: dict) -> DataFrame:
     ``false_positive`` (received over an overlay link with no delivery beyond it; null for
     copies from clients or over non-overlay links, or when the overlay is not a tree)."""
     spark: SparkSession = t["links"].sparkSession
-    links = [(r.run, r.a, r.b) for r in t["links"].select("run", "a", "b").collect()]
-    positions = local_frame(spark, overlay_positions(links), "run string, broker string, tin int, tout int, parent string")
+    positions = local_frame(spark, overlay_positions(overlay_links(t)),
+                            "run string, broker string, tin int, tout int, parent string")
     delivered = t["delivery_groups"].select("run", "pub_id", "broker").join(F.broadcast(positions), ["run", "broker"],
                                                                             "left")
     per_pub = delivered.groupBy("run", "pub_id").agg(

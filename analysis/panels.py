@@ -88,6 +88,7 @@ class Windowed:
     runs: dict[str, str]
     phrase: str
     tag: str
+    seconds: tuple[float, float]  # the window on the time axis (of the longest run), shaded on time panels
 
 
 @dataclass(frozen=True)
@@ -147,13 +148,15 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
     time_range = _shared_time_range([(panel, rows) for _, panel, rows, _ in shown if panel.kind == "time"])
     for ax, (letter, panel, rows, measured) in zip(axes.flat, shown):
         _PLOTTERS[panel.kind](ax, panel, rows, page)
+        if panel.kind == "time" and windowed is not None:
+            ax.axvspan(*windowed.seconds, color="grey", alpha=0.12, linewidth=0, zorder=0)
         if panel.kind == "time" and time_range is not None:
             ax.set_xlim(*time_range)
             _inset_for_burst(ax, panel, rows, page, time_range)
         ax.set_title(f"({letter}) {panel.title}{measured}", loc="left", fontsize="medium")
         ax.grid(True, alpha=0.3)
     fig.suptitle(title, fontsize="large")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / fig.get_figheight()))  # room for the two-line title
     style.save(fig, path)
     return drawn
 
@@ -317,7 +320,8 @@ def _categories(ax, panel, rows, page: _Page) -> None:
     long = max(len(str(c)) for c in categories) > 6 or len(categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
                   ha="right" if long else "center", fontsize="small")
-    ax.set_xlabel({"kind": "message kind", "broker": "broker"}.get(panel.x, panel.x))
+    ax.set_xlabel({"kind": "message kind", "broker": "broker",
+                   "hops_moved": "distance moved (overlay hops from origin to target broker)"}.get(panel.x, panel.x))
     style.label_axis(ax, "y", panel.y)
     if panel.scale == "log":
         _log_y(ax, panel)

@@ -150,8 +150,8 @@ def _measured(frame, table: str, runs: list[Run]):
     if not windowed:
         return frame
     time = F.col(TIME_COLUMNS[table])
-    inside = F.lit(False)
-    for run in runs:
+    inside = F.col("run").isin([run.label for run in runs if run.window.whole])  # one set lookup a row
+    for run in windowed:
         start, end = run.measured_us
         inside = inside | ((F.col("run") == run.label) & time.between(start, end))
     return frame.where(inside)

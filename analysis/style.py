@@ -144,6 +144,8 @@ MEASURES = {
                              "all messages processed", percent=True),
     "migrations": Measure("publisher migrations", "publishers moved to another broker", integer=True),
     "mean_wait_s": Measure("migration wait (s)", "a migrating publisher held back, from decision to resuming"),
+    "wait_s": Measure("migration wait (s)", "a migrating publisher held back, from decision to resuming, mean "
+                      "over the migrations"),
     "planned_copies_per_publication": Measure("cost (copies per publication)",
                                               "publication copies between brokers per publication, once a plan "
                                               "is active"),

@@ -259,7 +259,7 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
         runs = [out / "runs" / label for label in figure.runs]
         reports.append(Requested(out / "report", runs))
         if figure.measured(small) is not None:
-            reports.append(Requested(out / WINDOW_REPORT, runs, figure.measured(small)))
+            reports.append(Requested(out / WINDOW_REPORT, runs, figure.measured(small), plots=False))
     for figure, out in figures:
         for report_dir in (out / "report", out / WINDOW_REPORT):
             shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
@@ -305,7 +305,7 @@ def write_page(figure: Figure, out: Path, small: bool) -> Path:
     rows = _summary_rows(figure, report)
     windowed = None if window is None else Windowed(
         out / WINDOW_REPORT / "tables", {label_in(figure.run_name(label), window): label for label in figure.runs},
-        window.phrase, window.tag)
+        window.phrase, window.tag, _seconds(window, rows))
     drawn = draw(figure.panels, report / "tables", {figure.run_name(label): label for label in figure.runs},
                  _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out), windowed) \
         if figure.panels else []
@@ -316,6 +316,12 @@ def write_page(figure: Figure, out: Path, small: bool) -> Path:
     page = out / "figure.md"
     page.write_text("\n".join(_page_lines(figure, summaries, drawn, report, small)) + "\n")
     return page
+
+
+def _seconds(window: Window, rows: list[dict]) -> tuple[float, float]:
+    """``window`` in seconds of simulated time, for the longest of the runs (``rows``: their summary)."""
+    end_us = round(max(row.get("sim_end_s") or 0 for row in rows) * 1e6)
+    return tuple(us / 1e6 for us in window.of(end_us))
 
 
 def _summary_rows(figure: Figure, report: Path, window: Window | None = None) -> list[dict]:
@@ -380,6 +386,8 @@ def _panel_caption(d: Drawn, windowed: bool) -> str:
         text += f"; x: {x.label}, {x.definition}"
     elif d.panel.kind == "time":
         text += ", per time bucket (or sample) of the analysis"
+        if windowed:
+            text += "; shaded: the window the other panels measure"
     elif d.panel.table == "summary":
         text += " (one value per run)"
     if d.window is not None:

@@ -260,6 +260,10 @@ def test_relocation_metrics_match_the_events_and_messages(analysed):
     assert len(moves) == len(migrated) > 0
     expected = sorted(((d["t_start_us"] / 1e6, d["publisher"]), (d["t_end_us"] - d["t_start_us"]) / 1e6) for d in migrated)
     np.testing.assert_allclose(moves.wait_s, [wait for _, wait in expected])
+    overlay = nx.from_pandas_edgelist(_table(path, "links"), "a", "b")
+    assert list(moves.hops_moved) == [nx.shortest_path_length(overlay, origin, target)
+                                      for origin, target in zip(moves.origin, moves.target)]
+    assert moves.hops_moved.min() >= 1 and moves.hops_moved.nunique() > 1
     row = _metric(out, "relocation").set_index("run").loc[label]
     processed = m[m.t_end_us.notna()]
     control = processed.kind.isin(["trace_collect", "trace_report", "migration_adv", "migration_done"]).sum()
@@ -486,11 +490,11 @@ def test_several_reports_go_to_one_job_as_a_listing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(submit.subprocess, "run", spark_submit)
     reports = [Requested(tmp_path / "report-one", [tmp_path / "one"]), Requested(tmp_path / "report-two", [tmp_path / "two"]),
-               Requested(tmp_path / "report-last", [tmp_path / "one"], Window(last=5.0))]
+               Requested(tmp_path / "report-last", [tmp_path / "one"], Window(last=5.0), plots=False)]
     assert analyse_reports(reports) == 0
     (command, listing, path), = started
-    assert listing == [{"out": str(out), "runs": [str(run) for run in runs]} for out, runs, _ in reports[:2]] + \
-        [{"out": str(tmp_path / "report-last"), "runs": [str(tmp_path / "one")], "window": {"last": 5.0}}]
+    assert listing == [{"out": str(out), "runs": [str(run) for run in runs]} for out, runs, *_ in reports[:2]] + \
+        [{"out": str(tmp_path / "report-last"), "runs": [str(tmp_path / "one")], "window": {"last": 5.0}, "plots": False}]
     assert not Path(path).exists()
     assert all((requested.out / submit.LOG_FILE).is_file() for requested in reports)
     assert analyse_reports([reports[2]]) == 0  # one report with a window of its own: a listing too
@@ -516,8 +520,10 @@ def test_the_job_reads_a_listing_of_reports_and_refuses_a_bad_one(tmp_path):
     with pytest.raises(ValueError, match="not a JSON list of"):
         reports("[{\"runs\": []}]")
     # the same runs whole and over their last 2 s: told apart by name, each measured over its own
-    whole, last = reports([both[0], {**both[0], "out": str(tmp_path / "r-last"), "window": {"last": 2}}], "--from", "1")
+    whole, last = reports([both[0], {**both[0], "out": str(tmp_path / "r-last"), "window": {"last": 2}, "plots": False}],
+                          "--from", "1")
     assert [(r.label, r.window) for r in whole.runs] == [("hand", Window(start=1.0))]
+    assert (whole.plots, last.plots) == (True, False)
     assert [(r.label, r.window) for r in last.runs] == [("hand [last 2 s]", Window(last=2.0))]
     for bad in ({"last": "2"}, {"from": 3, "until": 1}, {"last": 2, "from": 1}, {"lsat": 2}):
         with pytest.raises(ValueError, match="window|expected"):

@@ -153,6 +153,7 @@ def _assert_values_over_the_window(figure, out: Path, page: str) -> None:
     captions = [line for line in page.splitlines() if line.startswith("- (")]
     for panel, caption in zip(figure.panels, captions):
         assert caption.endswith(f"over {window.phrase}.") == (panel.kind != "time" and panel.measured != "run"), caption
+        assert ("shaded: the window" in caption) == (panel.kind == "time"), caption
 
 
 @pytest.mark.ray
