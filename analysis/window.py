@@ -77,6 +77,8 @@ def label_in(label: str, window: Window) -> str:
     """How a run is named in a report that measures it over ``window`` alongside a report of
     the whole run ("relocation-pop [last 60 s]")."""
     return f"{label} [{window.tag}]"
+
+
 # the column that places a row of each table in time (rows outside a window are not measured)
 TIME_COLUMNS = {"messages": "t_arrive_us", "deliveries": "t_pub_us", "samples": "t_us", "events": "t_us",
                 "expected": "t_pub_us"}

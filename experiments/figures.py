@@ -348,8 +348,8 @@ def _headline(figure: Figure, rows: list[dict], small: bool) -> str:
 
 def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: list[Drawn], report: Path,
                 small: bool) -> list[str]:
-    """The page: source and setup line, panels, the summary table(s) (heading, rows; the first
-    the runs' whole), setup table, the generic report's plots."""
+    """The page: source and setup line, panels, the summary tables (heading, rows; the last
+    over whole runs), setup table, the generic report's plots."""
     rows = summaries[-1][1]
     departs = [s.name for s in figure.setup if s.departs]
     lines = [f"# {figure.title}", ""]
