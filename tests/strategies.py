@@ -4,7 +4,7 @@ Small attribute sets and value pools make matches, covers and intersections freq
 properties exercise the interesting cases rather than trivially disjoint filters.
 
 Every strategy a composite draws from is made once (``_integers``, ``_sampled``) and each
-composite once per argument (``functools.cache``): Hypothesis validates each new strategy
+composite strategy once per argument (``functools.cache`` over ``st.composite``): Hypothesis validates each new strategy
 object it meets, which cost more than drawing from it (a property test of 3,000 examples spent
 three quarters of its time there).
 """
@@ -33,12 +33,8 @@ def _sampled(values: tuple):
 
 
 @cache
-def predicates(attr=None):
-    return _predicates(attr)
-
-
 @st.composite
-def _predicates(draw, attr):
+def predicates(draw, attr=None):
     attr = attr or draw(_sampled(tuple(ATTRS)))
     if ATTR_TYPES[attr] == "n":
         return Predicate(attr, draw(_sampled(tuple(NUMERIC_OPS))), draw(_sampled(tuple(NUMBERS))))
@@ -46,25 +42,17 @@ def _predicates(draw, attr):
 
 
 @cache
-def filters(max_predicates=4):
-    """A conjunction."""
-    return _filters(max_predicates)
-
-
 @st.composite
-def _filters(draw, max_predicates):
+def filters(draw, max_predicates=4):
+    """A conjunction."""
     n = draw(_integers(1, max_predicates))
     return Filter(tuple(draw(predicates()) for _ in range(n)))
 
 
 @cache
-def any_filters(max_disjuncts=3):
-    """A conjunction, or (about one time in three) a disjunction ``F1 || F2 ...``."""
-    return _any_filters(max_disjuncts)
-
-
 @st.composite
-def _any_filters(draw, max_disjuncts):
+def any_filters(draw, max_disjuncts=3):
+    """A conjunction, or (about one time in three) a disjunction ``F1 || F2 ...``."""
     n = draw(_integers(1, max_disjuncts))
     if n == 1 or draw(_integers(0, 2)):
         return draw(filters())
@@ -75,12 +63,8 @@ _PUBLICATION_ATTRS = st.lists(st.sampled_from(ATTRS), min_size=1, max_size=4, un
 
 
 @cache
-def publications():
-    return _publications()
-
-
 @st.composite
-def _publications(draw):
+def publications(draw):
     items = []
     for attr in draw(_PUBLICATION_ATTRS):
         pool = NUMBERS + [0.5, 2.5, -1] if ATTR_TYPES[attr] == "n" else WORDS + ["aa", "abd", "bb", "zz"]
@@ -101,28 +85,20 @@ _NARROW_ATTRS = st.lists(st.sampled_from(["n0"] * 8 + WIDE_ATTRS + ["n99"]), min
 
 
 @cache
-def wide_filters():
+@st.composite
+def wide_filters(draw):
     """A conjunction over most of 24 attributes, in a shuffled order (an advertisement of a
     wide vocabulary): its row is far wider than a few-attribute question."""
-    return _wide_filters()
-
-
-@st.composite
-def _wide_filters(draw):
     missing = draw(_WIDE_MISSING)
     attrs = [a for a in draw(_WIDE_ORDERS) if a not in missing]
     return Filter(tuple(draw(predicates(attr)) for attr in attrs))
 
 
 @cache
-def narrow_filters():
+@st.composite
+def narrow_filters(draw):
     """A conjunction of 1-2 predicates over the wide attributes (or one no entry constrains),
     often one on ``n0`` (see ``hot_filters``)."""
-    return _narrow_filters()
-
-
-@st.composite
-def _narrow_filters(draw):
     return Filter(tuple(draw(predicates(attr)) for attr in draw(_NARROW_ATTRS)))
 
 
