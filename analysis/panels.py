@@ -33,6 +33,7 @@ from matplotlib.ticker import NullFormatter
 
 from analysis import style
 from analysis.style import plt
+from analysis.window import Window
 
 KINDS = ("time", "cdf", "bars", "categories", "sweep")
 REDUCERS = {"sum": np.sum, "max": np.max, "mean": np.mean}
@@ -82,12 +83,10 @@ class _Page:
 @dataclass(frozen=True)
 class Windowed:
     """A figure's runs measured over its window: the report's tables, run name there -> variant
-    label, and the window as the page names it and as a panel's title does (``Window.phrase``
-    and ``tag``)."""
+    label, and the window."""
     tables: Path
     runs: dict[str, str]
-    phrase: str
-    tag: str
+    window: Window
     seconds: tuple[float, float]  # the window on the time axis (of the longest run), shaded on time panels
 
 
@@ -135,9 +134,9 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
         rows = _rows(over.tables, panel, over.runs) if over else _rows(tables, panel, runs)
         letter = chr(ord("a") + i)
         note = _nothing_to_draw(panel, rows, page.core)
-        drawn.append(Drawn(letter, panel, note, over and over.phrase))
+        drawn.append(Drawn(letter, panel, note, over and over.window.phrase))
         if note is None:
-            shown.append((letter, panel, rows, _measured_over(panel, windowed, over)))
+            shown.append((letter, panel, rows, _measured_over(panel, windowed)))
     if not shown:
         return drawn
     columns = 1 if len(shown) == 1 else 2
@@ -161,12 +160,14 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
     return drawn
 
 
-def _measured_over(panel: Panel, windowed: Windowed | None, over: Windowed | None) -> str:
+def _measured_over(panel: Panel, windowed: Windowed | None) -> str:
     """What a panel's title adds in a figure with a window: the window, or that the panel
     measures whole runs (time panels, which show the whole run, add nothing)."""
-    if over is not None:
-        return f" ({over.tag})"
-    return " (whole run)" if windowed is not None and panel.kind != "time" else ""
+    if windowed is None:
+        return ""
+    if panel.over_window():
+        return f" ({windowed.window.tag})"
+    return " (whole run)" if panel.kind != "time" else ""
 
 
 def _rows(tables: Path, panel: Panel, runs: dict[str, str]) -> dict[str, list[dict]]:

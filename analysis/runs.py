@@ -128,17 +128,19 @@ def _read_runs(spark, runs: list[Run], table: str, ddl: str):
     (bench/RESULTS.md)."""
     from pyspark.sql import functions as F
 
-    parts = {run.label: run.path.names(table, "*.parquet") for run in runs}
-    present = [run for run in runs if parts[run.label]]
+    # a run in two reports (whole, and over a window) is listed and read once, labelled once per report
+    by_path: dict[str, list[Run]] = {}
+    for run in runs:
+        by_path.setdefault(run.path.spark_path(table), []).append(run)
+    parts = {path: same[0].path.names(table, "*.parquet") for path, same in by_path.items()}
+    present = {path: same for path, same in by_path.items() if parts[path]}
     if not present:
         return local_frame(spark, [], ddl + ", run string")
-    schema = _merged_schema([(run.path, table, parts[run.label]) for run in present])
-    files = local_frame(spark, [(file, run.label) for run in present
-                                for file in spark.read.schema(schema).parquet(run.path.spark_path(table)).inputFiles()],
+    schema = _merged_schema([(same[0].path, table, parts[path]) for path, same in present.items()])
+    files = local_frame(spark, [(file, run.label) for path, same in present.items()
+                                for file in spark.read.schema(schema).parquet(path).inputFiles() for run in same],
                         f"{SOURCE_FILE} string, run string")
-    # a run in two reports (whole, and over a window) is read once and labelled twice by the join
-    paths = dict.fromkeys(run.path.spark_path(table) for run in present)
-    frame = spark.read.schema(schema).parquet(*paths)
+    frame = spark.read.schema(schema).parquet(*present)
     return frame.withColumn(SOURCE_FILE, F.input_file_name()).join(F.broadcast(files), SOURCE_FILE).drop(SOURCE_FILE)
 
 

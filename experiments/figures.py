@@ -256,13 +256,12 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
         _run_variants(figure, out, small, max_parallel, address, report)
     reports = []
     for figure, out in figures:
+        for report_dir in (out / "report", out / WINDOW_REPORT):
+            shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
         runs = [out / "runs" / label for label in figure.runs]
         reports.append(Requested(out / "report", runs))
         if figure.measured(small) is not None:
             reports.append(Requested(out / WINDOW_REPORT, runs, figure.measured(small), plots=False))
-    for figure, out in figures:
-        for report_dir in (out / "report", out / WINDOW_REPORT):
-            shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
     if analyse(reports) != 0:
         raise RuntimeError(f"the analysis of {', '.join(str(out / 'runs') for _, out in figures)} failed")
     return [write_page(figure, out, small) for figure, out in figures]
@@ -304,9 +303,9 @@ def write_page(figure: Figure, out: Path, small: bool) -> Path:
     window = figure.measured(small)
     rows = _summary_rows(figure, report)
     windowed = None if window is None else Windowed(
-        out / WINDOW_REPORT / "tables", {label_in(figure.run_name(label), window): label for label in figure.runs},
-        window.phrase, window.tag, _seconds(window, rows))
-    drawn = draw(figure.panels, report / "tables", {figure.run_name(label): label for label in figure.runs},
+        out / WINDOW_REPORT / "tables", {name: label for label, name in _run_names(figure, window).items()},
+        window, _seconds(window, rows))
+    drawn = draw(figure.panels, report / "tables", {name: label for label, name in _run_names(figure).items()},
                  _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out), windowed) \
         if figure.panels else []
     summaries = [("Summary", rows)]
@@ -328,10 +327,13 @@ def _summary_rows(figure: Figure, report: Path, window: Window | None = None) ->
     """The analysis's summary rows in the figure's order, each named by its variant (in the
     report over ``window``: the runs' names there)."""
     by_run = {row["run"]: row for row in pq.read_table(report / "tables" / "summary").to_pylist()}
-    names = {label: figure.run_name(label) for label in figure.runs}
-    if window is not None:
-        names = {label: label_in(name, window) for label, name in names.items()}
-    return [{**by_run[names[label]], "run": label} for label in figure.runs]
+    return [{**by_run[name], "run": label} for label, name in _run_names(figure, window).items()]
+
+
+def _run_names(figure: Figure, window: Window | None = None) -> dict[str, str]:
+    """Variant label -> its run's name in the analysis (in the report over ``window``: there)."""
+    return {label: figure.run_name(label) if window is None else label_in(figure.run_name(label), window)
+            for label in figure.runs}
 
 
 def _size(rows: list[dict]) -> str:
