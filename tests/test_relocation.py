@@ -142,6 +142,25 @@ def test_deliveries_equal_oracle_while_publishers_migrate(algorithm, covering, p
     assert sorted(pump.deliveries) == sorted(expected_deliveries(records))
 
 
+@pytest.mark.parametrize("algorithm", ["grape", "pop"])
+@pytest.mark.parametrize("distribution", ["enterprise", "random"])
+def test_subscribers_on_few_brokers_draw_the_publishers_to_them(algorithm, distribution):
+    """The paper's X: with every subscriber on one broker, each publisher ends its migrations
+    there; on four brokers deliveries stay exact."""
+    from topologies import random_tree
+
+    graph = random_tree(14, 1)
+    for x in (1, 4):
+        records = quotes(sorted(graph), 1, subscriber_brokers=x, distribution=distribution)
+        pump = Pump(graph, protocol("active", algorithm=algorithm, trace_threshold=6)).run(records)
+        assert sorted(pump.deliveries) == sorted(expected_deliveries(records)), x
+        ends = {d["publisher"]: d["target"] for kind, d in pump.events if kind == "publisher_migrated"}
+        if x == 1:
+            publishers = {r["client"] for r in records if r["op"] == "advertise"}
+            (gathering,) = {r["broker"] for r in records if r["op"] == "subscribe"}
+            assert set(ends) == publishers and set(ends.values()) == {gathering}
+
+
 def relocation_scenario(algorithm: str = "grape", covering: str = "active", brokers_depth: int = 3,
                         publish_interval: float = 0.02) -> dict:
     """Publications 20 ms apart, migrations of several hops over 2 ms links: publishers pause
