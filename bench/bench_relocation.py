@@ -12,7 +12,9 @@ Markdown table of what the paper compares: the mean broker message rate (every p
 message, per broker and simulated second), the mean broker input utilisation (busy time over
 simulated time), delivery delay and hops, the relocation protocols' control messages and
 their share of all processed messages, and the migrations with their mean wait (publisher
-paused) and selection times.
+paused) and selection times; and where load builds up, the busiest broker's utilisation while
+the publishers publish (``peak_util``) and a publication's mean wait in a mailbox
+(``pub_wait_ms``).
 """
 import argparse
 import json
@@ -34,10 +36,15 @@ def measure(out, manifest: dict) -> dict:
     control = processed.kind.isin(CONTROL_KINDS).sum()
     moves = [json.loads(d) for d in events[events.kind == "publisher_migrated"].detail]
     delay_ms = (deliveries.t_deliver_us - deliveries.t_pub_us) / 1000
+    publishing_from = manifest["scenario"]["workload"]["generator"]["start"] * 1e6
+    publishing = samples[samples.t_us > publishing_from]
+    pubs = processed[processed.kind == "pub"]
     return {
         "deliveries": len(deliveries),
         "msg_rate": len(processed) / brokers / seconds, "pub_rate": (processed.kind == "pub").sum() / brokers / seconds,
         "utilisation": samples.busy_us.sum() / 1e6 / brokers / seconds,
+        "peak_util": publishing.groupby("broker").busy_us.sum().max() / (manifest["sim_end_us"] - publishing_from),
+        "pub_wait_ms": (pubs.t_start_us - pubs.t_arrive_us).mean() / 1000,
         "delay_ms": delay_ms.mean(), "p90_ms": delay_ms.quantile(0.9), "hops": deliveries.hops.mean(),
         "control": int(control), "control_share": control / len(processed), "migrations": len(moves),
         "wait_ms": sum(m["t_end_us"] - m["t_start_us"] for m in moves) / 1000 / max(len(moves), 1),
@@ -46,7 +53,8 @@ def measure(out, manifest: dict) -> dict:
 
 
 COLUMNS = [("setting", "{}"), ("wall_s", "{:.0f}"), ("events_per_s", "{:,.0f}"), ("deliveries", "{:,}"),
-           ("msg_rate", "{:.1f}"), ("pub_rate", "{:.1f}"), ("utilisation", "{:.2%}"), ("delay_ms", "{:.1f}"),
+           ("msg_rate", "{:.1f}"), ("pub_rate", "{:.1f}"), ("utilisation", "{:.2%}"), ("peak_util", "{:.1%}"),
+           ("pub_wait_ms", "{:.3f}"), ("delay_ms", "{:.1f}"),
            ("p90_ms", "{:.1f}"), ("hops", "{:.2f}"), ("control", "{:,}"), ("control_share", "{:.2%}"),
            ("migrations", "{}"), ("wait_ms", "{:.1f}"), ("selection_ms", "{:.1f}")]
 
