@@ -357,7 +357,7 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
                 **series_looks[group[0]].line_kwargs(markers=True))
     ax.set_xlabel(sweep.label)
     xs = sorted({x for name in lines for x in lines[name][0]})
-    if xs and xs[0] > 0 and xs[-1] >= 10 * xs[0]:  # settings spread over decades (sampling factors)
+    if _evenly_spaced_in_log(xs):  # settings spread over decades (sampling factors, broker counts)
         ax.set_xscale("log")
     ax.set_xticks(xs, [f"{x:g}" for x in xs])
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -367,6 +367,19 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
     else:
         ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
     ax.legend(fontsize="small", framealpha=0.85)
+
+
+def _evenly_spaced_in_log(xs: list[float]) -> bool:
+    """Whether settings spanning a decade or more are spaced more evenly by ratio (1, 4, 16, 63)
+    than by difference (1, 25, 50, 75, 100)."""
+    if len(xs) < 3 or xs[0] <= 0 or xs[-1] < 10 * xs[0]:
+        return len(xs) == 2 and xs[0] > 0 and xs[-1] >= 10 * xs[0]
+
+    def unevenness(values) -> float:
+        steps = np.diff(values)
+        return float(np.std(steps) / np.mean(steps))
+
+    return unevenness(np.log(xs)) < unevenness(np.array(xs))
 
 
 _PLOTTERS = {"time": _time, "cdf": _cdf, "bars": _bars, "categories": _categories, "sweep": _sweep}

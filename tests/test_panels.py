@@ -77,6 +77,19 @@ def test_a_sweep_draws_one_line_per_series_against_the_setting(tables):
     style.plt.close(fig)
 
 
+@pytest.mark.parametrize("settings, scale", [((1, 4, 16, 63), "log"), ((0.001, 0.003, 0.01, 0.1), "log"),
+                                             ((1, 25, 50, 75), "linear"), ((10, 30, 50, 70), "linear")])
+def test_a_sweep_axis_is_logarithmic_where_its_settings_grow_by_ratios(tables, settings, scale):
+    """Broker counts 1, 4, 16, 63 by ratio; weights 1, 25, 50, 75 by difference."""
+    fig, ax = style.plt.subplots()
+    sweep = Sweep("setting", dict(zip(RUNS.values(), [("line", x) for x in settings], strict=True)))
+    page = panels._Page(list(sweep.points), style.styles(list(sweep.points)), sweep, [])
+    panel = Panel("Yield", "summary", "yield", kind="sweep")
+    panels._sweep(ax, panel, panels._rows(tables, panel, RUNS), page)
+    assert ax.get_xscale() == scale
+    style.plt.close(fig)
+
+
 def test_labels_lose_the_prefix_every_run_shares():
     assert style.short_labels(["softlinks_dense-S0", "softlinks_dense-S1"]) == {
         "softlinks_dense-S0": "S0", "softlinks_dense-S1": "S1"}
