@@ -144,6 +144,8 @@ MEASURES = {
                              "all messages processed", percent=True),
     "migrations": Measure("publisher migrations", "publishers moved to another broker", integer=True),
     "mean_wait_s": Measure("migration wait (s)", "a migrating publisher held back, from decision to resuming"),
+    "mean_selection_s": Measure("selection time (s)", "from the end of a trace session to the chosen broker "
+                                "(GRAPE's collection round, POP's walk), mean over the migrations"),
     "wait_s": Measure("migration wait (s)", "a migrating publisher held back, from decision to resuming, mean "
                       "over the migrations"),
     "planned_copies_per_publication": Measure("cost (copies per publication)",
