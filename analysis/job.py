@@ -212,6 +212,7 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
         start("links_over_time", metrics.links_over_time(tables))
         start("hop_counts", metrics.hop_counts(tables))
         start("throughput", metrics.throughput(tables, width))
+        start("load_over_time", metrics.load_over_time(tables, width))
         start("drops", metrics.drops(tables))
         queues = metrics.queue_per_broker(tables)
         queue_files = [pool.submit(_write_queue_per_broker, queues, report, len(reports) > 1) for report in reports]

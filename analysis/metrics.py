@@ -329,6 +329,27 @@ def throughput(t: dict, width) -> DataFrame:
             .withColumn("pub_copies_per_s", F.col("pub_copies") / seconds))
 
 
+def load_over_time(t: dict, width) -> DataFrame:
+    """Per bucket of service start: messages processed per broker and second, the brokers' mean
+    busy share (input utilisation), and the relocation protocols' share of the messages; per
+    bucket of delivery time, the mean hops of the deliveries."""
+    seconds = width / US
+    brokers = t["brokers"].groupBy("run").agg(F.count(F.lit(1)).alias("brokers"))
+    m = t["messages"].where(F.col("t_start_us").isNotNull())
+    served = m.groupBy("run", _bucket("t_start_us", width)).agg(
+        F.count(F.lit(1)).alias("processed"),
+        F.sum(F.col("t_end_us") - F.col("t_start_us")).alias("busy_us"),
+        F.sum(F.col("kind").isin(*RELOCATION_KINDS).cast("int")).alias("control_messages"))
+    served = (served.join(F.broadcast(brokers), "run")
+              .withColumn("msg_rate_per_broker", F.col("processed") / F.col("brokers") / seconds)
+              .withColumn("busy_share", F.col("busy_us") / US / F.col("brokers") / seconds)
+              .withColumn("control_share", _ratio("control_messages", "processed"))
+              .drop("brokers", "busy_us"))
+    hops = t["delivery_groups"].groupBy("run", _bucket("t_deliver_us", width)).agg(
+        (F.sum(F.col("hops") * F.col("n")) / F.sum("n")).alias("mean_hops"))
+    return served.join(hops, ["run", "t_s"], "full")
+
+
 def overlay_positions(links: list[tuple[str, str, str]]) -> list[tuple[str, str, int, int, str | None]]:
     """(run, broker, tin, tout, parent) of each run's overlay rooted at its smallest broker name:
     broker x lies beyond the link parent(b) -> b iff tin(b) <= tin(x) <= tout(b). Runs whose

@@ -138,6 +138,10 @@ MEASURES = {
     "utilisation": Measure("input utilisation (%)", "share of the run a broker was busy processing", percent=True),
     "mean_utilisation": Measure("mean input utilisation (%)", "share of the run a broker was busy processing, "
                                 "mean over brokers", percent=True),
+    "msg_rate_per_broker": Measure("message rate (messages/s per broker)", "messages brokers processed per second "
+                                   "of each time bucket, mean over brokers"),
+    "busy_share": Measure("input utilisation (%)", "share of each time bucket a broker was busy processing, mean "
+                          "over brokers", percent=True),
     "mean_msg_rate": Measure("message rate (messages/s per broker)", "messages a broker processed per second "
                              "of the run, mean over brokers"),
     "control_share": Measure("relocation control messages (%)", "the relocation protocol's own messages, of "

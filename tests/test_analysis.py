@@ -199,6 +199,31 @@ def test_messages_hops_and_throughput(analysed):
             assert ours_flow.loc[t_s, "pub_copies_per_s"] == pytest.approx(count / BUCKET_S)
 
 
+@pytest.mark.slow
+def test_load_over_time_per_bucket(analysed):
+    """Message rate, busy share and relocation control share by bucket of service start; mean
+    hops by bucket of delivery."""
+    from analysis.metrics import RELOCATION_KINDS
+
+    table = _metric(analysed[1], "load_over_time")
+    for label, path in _real_runs(analysed).items():
+        m, d = _table(path, "messages"), _table(path, "deliveries")
+        brokers = len(_table(path, "brokers"))
+        served = m[m.t_start_us.notna()]
+        bucket = served.t_start_us // (BUCKET_S * 1_000_000) * BUCKET_S
+        ours = table[(table.run == label) & table.processed.notna()].set_index("t_s").sort_index()
+        by_bucket = served.groupby(bucket)
+        assert list(ours.index) == list(by_bucket.size().index)
+        np.testing.assert_allclose(ours.msg_rate_per_broker, by_bucket.size() / brokers / BUCKET_S)
+        busy = (served.t_end_us - served.t_start_us).groupby(bucket).sum()
+        np.testing.assert_allclose(ours.busy_share, busy / 1e6 / brokers / BUCKET_S)
+        np.testing.assert_allclose(ours.control_share, served.kind.isin(RELOCATION_KINDS).groupby(bucket).mean())
+        hops = table[(table.run == label) & table.mean_hops.notna()].set_index("t_s").sort_index().mean_hops
+        np.testing.assert_allclose(hops, d.hops.groupby(d.t_deliver_us // (BUCKET_S * 1_000_000) * BUCKET_S).mean())
+    relocating = table[table.run == "relocation_small_enterprise_grape_load"]
+    assert relocating.control_share.max() > 0
+
+
 def false_positives_by_components(messages, deliveries, links):
     """False-positive copies by removing each link and looking at the receiving side."""
     tree = nx.Graph(list(zip(links.a, links.b)))
