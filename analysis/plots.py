@@ -318,16 +318,16 @@ def relocation(rows, summary, labels, path: Path):
     colours = _colours(labels)
     by_run = {r["run"]: r for r in rows}
     delays = {r["run"]: r.get("mean_s") for r in summary}
-    panels = [("mean_msg_rate", "messages / s per broker", by_run), ("mean_utilisation", "input utilisation", by_run),
-              ("mean_s", "mean delivery delay (s)", {run: {"mean_s": d} for run, d in delays.items()}),
-              ("control_share", "relocation control share", by_run)]
+    panels = [("mean_msg_rate", by_run), ("mean_utilisation", by_run),
+              ("mean_s", {run: {"mean_s": d} for run, d in delays.items()}), ("control_share", by_run)]
     fig, axes = plt.subplots(1, 4, figsize=(14, 4))
-    for ax, (column, title, source) in zip(axes, panels):
+    for ax, (column, source) in zip(axes, panels):
         present = [label for label in labels if (source.get(label) or {}).get(column) is not None]
-        ax.bar(range(len(present)), [source[label][column] for label in present],
+        measure = style.measure(column)
+        ax.bar(range(len(present)), measure.scale([source[label][column] for label in present]),
                color=[colours[label] for label in present])
         ax.set_xticks(range(len(present)), present, rotation=30, ha="right", fontsize="small")
-        ax.set_title(title, fontsize="medium")
+        ax.set_title(measure.label, fontsize="small")
     return _save(fig, path)
 
 
