@@ -59,11 +59,14 @@ def _roles(rows: list[dict]) -> list[str]:
 
 
 def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours) -> None:
-    """One bar per run in each category, side by side; ``height(label, category)``."""
-    width = 0.8 / len(labels)
-    for i, label in enumerate(labels):
-        ax.bar(np.arange(len(categories)) + i * width, [height(label, c) for c in categories], width,
-               color=colours[label], label=label)
+    """One bar per run in each category, side by side; ``height(label, category)``. Runs whose
+    bars are all equal are drawn once and named together."""
+    heights = {label: np.array([height(label, c) for c in categories], dtype=float) for label in labels}
+    groups = style.identical_groups(heights, labels)
+    width = 0.8 / len(groups)
+    for i, group in enumerate(groups):
+        ax.bar(np.arange(len(categories)) + i * width, heights[group[0]], width,
+               color=colours[group[0]], label=style.group_label(group))
     long = len(categories) > 6 or max(len(str(c)) for c in categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
                   ha="right" if long else "center")
@@ -155,6 +158,9 @@ def _time_panels(rows, labels, columns: list[str], shape: tuple[int, int], figsi
 
 
 def queues_overall(rows, labels, path: Path):
+    """Mean and largest input queue over time; not drawn when no broker had a queue at any sample."""
+    if not any(r["max_queue"] for r in rows):
+        return None
     fig, axes = _time_panels(rows, labels, ["mean_queue", "max_queue"], (1, 2), (12, 4.5), sharey=True)
     if fig is None:
         return None
@@ -305,7 +311,7 @@ def forwarding(rows, labels, path: Path):
                       lambda label, role: 100 * ((value.get((label, role)) or {}).get(column) or 0), colours)
         ax.set(title=title + ("" if len(panels) == 2 else " (no false positives in any run)"),
                xlabel="broker role", ylabel="share of copies (%)")
-    axes[0, 0].legend(fontsize="small")
+        ax.legend(fontsize="small")  # each its own: runs identical in one panel may differ in the other
     return _save(fig, path)
 
 

@@ -117,3 +117,19 @@ def test_counts_get_integer_ticks():
     assert all(float(t).is_integer() for t in ax.get_yticks())
     assert ax.get_ylabel() == "hops"
     style.plt.close(fig)
+
+
+def test_the_generic_reports_bars_merge_identical_runs_and_skip_queues_that_never_formed(tmp_path):
+    from analysis import plots
+
+    fig, ax = style.plt.subplots()
+    share = {"S0": 40.0, "S1": 30.0, "S2": 20.0, "SH": 20.0}
+    plots._grouped_bars(ax, ["all", "edge"], list(share), lambda label, role: share[label],
+                        {label: look.colour for label, look in style.styles(list(share)).items()})
+    ax.legend()
+    assert _legend(ax) == ["S0", "S1", "S2 = SH: identical"] and len(ax.patches) == 6
+    style.plt.close(fig)
+    calm = [{"run": run, "t_s": float(t), "mean_queue": 0.0, "max_queue": 0} for run in share for t in range(5)]
+    assert plots.queues_overall(calm, list(share), tmp_path / "calm.png") is None
+    calm[3]["max_queue"] = 2
+    assert plots.queues_overall(calm, list(share), tmp_path / "queued.png") == tmp_path / "queued.png"
