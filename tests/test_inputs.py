@@ -48,6 +48,9 @@ CASES = [
      "topology.generator.size: unknown parameter of generator 'line' (parameters: n)"),
     ("parameter type", scenario(topology={"generator": {"name": "line", "n": "three"}}), None, {},
      "topology.generator.n: expected int, got 'three'"),
+    ("tree too small", scenario(topology={"generator": {"name": "balanced_tree", "fanout": 4, "depth": 3,
+                                                        "brokers": 100}}), None, {},
+     "refused its parameters: brokers: expected 0 (all) to 85 for fanout 4 and depth 3, got 100"),
     ("null parameter", scenario(topology={"generator": {"name": "line", "n": None}}), None, {},
      "topology.generator.n: expected int, got None"),  # null only where a parameter may be absent
     ("missing trace", scenario(workload={"trace": "nowhere.jsonl"}), None, {}, "nowhere.jsonl: trace file not found"),

@@ -161,6 +161,18 @@ def test_subscribers_on_few_brokers_draw_the_publishers_to_them(algorithm, distr
             assert set(ends) == publishers and set(ends.values()) == {gathering}
 
 
+def test_a_fanout_four_tree_holds_the_binary_trees_63_brokers():
+    """The paper compares fanouts 2 and 4 at one broker count: the fanout-4 tree keeps its
+    first 63 brokers breadth first (root, 4, 16, then 42 of the last level's 64)."""
+    import topologies
+
+    tree = topologies.balanced_tree(fanout=4, depth=3, brokers=63)
+    assert nx.is_tree(tree) and sorted(tree) == sorted(topologies.balanced_tree(fanout=2, depth=5))
+    depth = nx.shortest_path_length(tree, "B0")
+    assert [sum(1 for d in depth.values() if d == level) for level in range(4)] == [1, 4, 16, 42]
+    assert all(tree.degree(b) <= 5 for b in tree) and tree.degree("B0") == 4
+
+
 def relocation_scenario(algorithm: str = "grape", covering: str = "active", brokers_depth: int = 3,
                         publish_interval: float = 0.02) -> dict:
     """Publications 20 ms apart, migrations of several hops over 2 ms links: publishers pause

@@ -43,9 +43,15 @@ def star(n: int = 5) -> nx.Graph:
 
 
 @generator("balanced_tree")
-def balanced_tree(fanout: int = 2, depth: int = 3) -> nx.Graph:
-    """A full tree: B0 is the root, every inner broker has ``fanout`` children."""
-    return _named(nx.balanced_tree(fanout, depth))
+def balanced_tree(fanout: int = 2, depth: int = 3, brokers: int = 0) -> nx.Graph:
+    """A full tree: B0 is the root, every inner broker has ``fanout`` children. ``brokers``: only
+    the first that many in breadth-first order (the last level filled from the left), so trees
+    of different fanouts can hold the same number of brokers (0: all)."""
+    full = nx.balanced_tree(fanout, depth)
+    if not 0 <= brokers <= len(full):
+        raise ValueError(f"brokers: expected 0 (all) to {len(full)} for fanout {fanout} and depth {depth}, "
+                         f"got {brokers}")
+    return _named(full.subgraph(range(brokers)).copy() if brokers else full)
 
 
 @generator("random_tree")
