@@ -372,8 +372,10 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
 def _evenly_spaced_in_log(xs: list[float]) -> bool:
     """Whether settings spanning a decade or more are spaced more evenly by ratio (1, 4, 16, 63)
     than by difference (1, 25, 50, 75, 100)."""
-    if len(xs) < 3 or xs[0] <= 0 or xs[-1] < 10 * xs[0]:
-        return len(xs) == 2 and xs[0] > 0 and xs[-1] >= 10 * xs[0]
+    if not xs or xs[0] <= 0 or xs[-1] < 10 * xs[0]:
+        return False
+    if len(xs) < 3:
+        return True
 
     def unevenness(values) -> float:
         steps = np.diff(values)
