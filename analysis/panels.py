@@ -359,7 +359,7 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
     xs = sorted({x for name in lines for x in lines[name][0]})
     if _evenly_spaced_in_log(xs):  # settings spread over decades (sampling factors, broker counts)
         ax.set_xscale("log")
-    ax.set_xticks(xs, [f"{x:g}" for x in xs])
+    ax.set_xticks(xs, [f"{float(f'{x:.4g}'):g}" for x in xs])  # 750, not 750.002 (a reciprocal's rounding)
     ax.xaxis.set_minor_formatter(NullFormatter())
     style.label_axis(ax, "y", panel.y)
     if panel.scale == "log":

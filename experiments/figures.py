@@ -13,6 +13,7 @@ A figure is a YAML file in ``experiments/figures/``:
                                    # own ``small`` ones come after these)
     small_keeps: why the test-sized runs still show the mechanism the figure is about
     sweep: {key: workload.generator.degree, label: "covering degree"}   # a sweep figure's x axis
+                                   # (reciprocal: true draws 1 / the value: a rate for an interval)
     setup:                         # the paper's setting against ours, key by key
       topology: {paper: 49 brokers, ours: 55 brokers, small: 55 brokers, why: ...}
                                    # why: given where ours departs from the paper (or the paper
@@ -94,6 +95,7 @@ class Figure:
     series: dict[str, str] | None = None  # label -> its line in a sweep figure
     window: Window | None = None  # what of each run the values at the end measure (None: the whole run)
     small_window: Window | None = None  # the test-sized runs' (None: ``window``)
+    sweep_reciprocal: bool = False  # the x axis shows 1 / the key's value (a rate for an interval)
 
     def overrides(self, label: str, small: bool) -> list[str]:
         """A run's overrides: its own, then --small's (the figure's, then the run's), then its name."""
@@ -127,8 +129,10 @@ def load(name: str) -> Figure:
     _known_keys(data, KEYS, str(path))
     runs, series = _runs(data.get("runs") or {}, path)
     sweep = data.get("sweep")
-    if sweep is not None and (not isinstance(sweep, dict) or set(sweep) != {"key", "label"}):
-        raise InputError(f"{path}: sweep: expected {{key: SCENARIO.KEY, label: AXIS LABEL}}")
+    if sweep is not None and (not isinstance(sweep, dict) or not {"key", "label"} <= set(sweep) <= {
+            "key", "label", "reciprocal"} or sweep.get("reciprocal", False) not in (True, False)):
+        raise InputError(f"{path}: sweep: expected {{key: SCENARIO.KEY, label: AXIS LABEL}} and optionally "
+                         "reciprocal: true")
     _check_summary(data.get("summary") or [], path)
     window, small_window = _window(data.get("window"), path)
     return Figure(
@@ -136,7 +140,8 @@ def load(name: str) -> Figure:
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
         _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
         _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
-        sweep and str(sweep["key"]), sweep and str(sweep["label"]), series or None, window, small_window)
+        sweep and str(sweep["key"]), sweep and str(sweep["label"]), series or None, window, small_window,
+        bool(sweep and sweep.get("reciprocal")))
 
 
 def _window(given, path: Path) -> tuple[Window | None, Window | None]:
@@ -283,7 +288,8 @@ def _run_variants(figure: Figure, out: Path, small: bool, max_parallel: int, add
 
 
 def sweep_points(figure: Figure, out: Path) -> Sweep | None:
-    """A sweep figure's x value of every run, as its run's manifest records its scenario."""
+    """A sweep figure's x value of every run, as its run's manifest records its scenario (or its
+    reciprocal: quotes a second for an interval between quotes)."""
     if figure.sweep_key is None:
         return None
     points = {}
@@ -291,7 +297,8 @@ def sweep_points(figure: Figure, out: Path) -> Sweep | None:
         value = json.loads((out / "runs" / label / "manifest.json").read_text())["scenario"]
         for part in figure.sweep_key.split("."):
             value = value[part]
-        points[label] = ((figure.series or {}).get(label, label), float(value))
+        points[label] = ((figure.series or {}).get(label, label),
+                         1 / float(value) if figure.sweep_reciprocal else float(value))
     return Sweep(figure.sweep_label, points)
 
 

@@ -1,5 +1,6 @@
 """``pubsub-emu figure``: every figure's test-sized runs and report, and its input errors."""
 import contextlib
+import json
 import io
 import re
 import shutil
@@ -92,6 +93,7 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good.replace("summary: [", "summary: [no_column, ", 1), "unknown column(s) no_column"),
                              (good.replace("paper_figure:", "paper_figures:", 1), "did you mean 'paper_figure'"),
                              (good + "\nsummary: yes: no\n", "not valid YAML"),
+                             (good + "\nsweep: {key: seed, label: seed, inverse: true}\n", "optionally reciprocal"),
                              (good + "\nwindow: {lsat: 60}\n", "window: expected {from: S, until: S} or {last: S}"),
                              (good + "\nwindow: {last: 60, small: {from: 9, until: 3}}\n", "window (or its small): "),
                              (good.replace("kind: cdf", "kind: cdf, measured: end", 1), "measured: expected run or")):
@@ -192,3 +194,16 @@ def _assert_same_tables(alone: Path, together: Path) -> None:
                   for folder in (alone, together)]
         frames = [f.loc[f.round(9).sort_values(list(f.columns)).index].reset_index(drop=True) for f in frames]
         pd.testing.assert_frame_equal(*frames, check_exact=False, rtol=1e-9, obj=name)
+
+
+def test_a_sweep_over_an_interval_draws_its_rate(tmp_path):
+    """``sweep: {reciprocal: true}``: runs set the time between quotes, the axis shows quotes a second."""
+    figure = figures.load("relocation_paper_load")
+    for label in figure.runs:
+        interval = float(label.split("_")[0].removeprefix("r")) ** -1
+        (tmp_path / "runs" / label).mkdir(parents=True)
+        scenario = {"workload": {"generator": {"publish_interval": interval}}}
+        (tmp_path / "runs" / label / "manifest.json").write_text(json.dumps({"scenario": scenario}))
+    sweep = figures.sweep_points(figure, tmp_path)
+    assert sweep.points["r160_grape_load"] == ("grape_load", pytest.approx(160))
+    assert sorted({x for _, x in sweep.points.values()}) == pytest.approx([25, 100, 160, 200])
