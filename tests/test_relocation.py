@@ -1,6 +1,7 @@
 """Publisher relocation (POP, GRAPE): exact deliveries while publishers migrate, the selection
 rules on hand-built trees, and identical results across host counts."""
 import dataclasses
+import itertools
 import json
 from collections import defaultdict
 from types import SimpleNamespace
@@ -146,11 +147,11 @@ def test_deliveries_equal_oracle_while_publishers_migrate(algorithm, covering, p
 @pytest.mark.parametrize("distribution", ["enterprise", "random"])
 def test_subscribers_on_few_brokers_draw_the_publishers_to_them(algorithm, distribution):
     """The paper's X: with every subscriber on one broker, each publisher ends its migrations
-    there; on four brokers deliveries stay exact."""
-    from topologies import random_tree
+    there; on four brokers deliveries stay exact; on a random tree and on a fanout-4 tree cut
+    to 15 brokers."""
+    from topologies import balanced_tree, random_tree
 
-    graph = random_tree(14, 1)
-    for x in (1, 4):
+    for graph, x in itertools.product((random_tree(14, 1), balanced_tree(4, 2, brokers=15)), (1, 4)):
         records = quotes(sorted(graph), 1, subscriber_brokers=x, distribution=distribution)
         pump = Pump(graph, protocol("active", algorithm=algorithm, trace_threshold=6)).run(records)
         assert sorted(pump.deliveries) == sorted(expected_deliveries(records)), x
