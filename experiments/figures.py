@@ -128,11 +128,7 @@ def load(name: str) -> Figure:
         raise InputError(f"{path}: expected a mapping of {', '.join(KEYS)}")
     _known_keys(data, KEYS, str(path))
     runs, series = _runs(data.get("runs") or {}, path)
-    sweep = data.get("sweep")
-    if sweep is not None and (not isinstance(sweep, dict) or not {"key", "label"} <= set(sweep) <= {
-            "key", "label", "reciprocal"} or sweep.get("reciprocal", False) not in (True, False)):
-        raise InputError(f"{path}: sweep: expected {{key: SCENARIO.KEY, label: AXIS LABEL}} and optionally "
-                         "reciprocal: true")
+    sweep_key, sweep_label, reciprocal = _sweep(data.get("sweep"), path)
     _check_summary(data.get("summary") or [], path)
     window, small_window = _window(data.get("window"), path)
     return Figure(
@@ -140,8 +136,18 @@ def load(name: str) -> Figure:
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
         _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
         _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
-        sweep and str(sweep["key"]), sweep and str(sweep["label"]), series or None, window, small_window,
-        bool(sweep and sweep.get("reciprocal")))
+        sweep_key, sweep_label, series or None, window, small_window, reciprocal)
+
+
+def _sweep(given, path: Path) -> tuple[str | None, str | None, bool]:
+    """A sweep figure's x axis: the scenario key, its label and whether to draw 1 / the value."""
+    if given is None:
+        return None, None, False
+    if (not isinstance(given, dict) or not {"key", "label"} <= set(given) <= {"key", "label", "reciprocal"}
+            or given.get("reciprocal", False) not in (True, False)):
+        raise InputError(f"{path}: sweep: expected {{key: SCENARIO.KEY, label: AXIS LABEL}} and optionally "
+                         "reciprocal: true")
+    return str(given["key"]), str(given["label"]), given.get("reciprocal", False)
 
 
 def _window(given, path: Path) -> tuple[Window | None, Window | None]:

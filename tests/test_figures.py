@@ -1,7 +1,7 @@
 """``pubsub-emu figure``: every figure's test-sized runs and report, and its input errors."""
 import contextlib
-import json
 import io
+import json
 import re
 import shutil
 from pathlib import Path
