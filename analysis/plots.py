@@ -6,6 +6,7 @@ the path written, or None when the runs hold nothing to draw.
 """
 from __future__ import annotations
 
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -58,6 +59,9 @@ def _roles(rows: list[dict]) -> list[str]:
     return roles[:1] if len(roles) == 2 and roles[0] == "all" else roles
 
 
+_HATCHES = ("", "//", "..", "xx")  # runs past the palette's colours (which repeat) differ by pattern too
+
+
 def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours) -> None:
     """One bar per run in each category, side by side; ``height(label, category)``. Runs whose
     bars are all equal are drawn once and named together."""
@@ -65,11 +69,23 @@ def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours)
     groups = style.identical_groups(heights, labels)
     width = 0.8 / len(groups)
     for i, group in enumerate(groups):
-        ax.bar(np.arange(len(categories)) + i * width, heights[group[0]], width,
-               color=colours[group[0]], label=style.group_label(group))
+        ax.bar(np.arange(len(categories)) + i * width, heights[group[0]], width, color=colours[group[0]],
+               hatch=_HATCHES[labels.index(group[0]) // len(style.COLOURS) % len(_HATCHES)], label=style.group_label(group))
     long = len(categories) > 6 or max(len(str(c)) for c in categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
                   ha="right" if long else "center")
+
+
+def _legend(ax) -> None:
+    """The runs' legend: inside the axes for a few, beside them for many (a sweep's runs), the
+    figure widened to hold it and long names of identical runs wrapped."""
+    handles, names = ax.get_legend_handles_labels()
+    if len(names) <= 8:
+        ax.legend(fontsize="small")
+        return
+    ax.figure.set_figwidth(ax.figure.get_figwidth() + 4)
+    ax.legend(handles, [textwrap.fill(name, 40, subsequent_indent="  ") for name in names], fontsize="x-small",
+              loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
 
 
 def _lines(ax, labels, series, colours) -> bool:
@@ -111,7 +127,7 @@ def delay_over_time(rows, labels, path: Path):
         return None
     ax.set(title="Publication delivery delay (thick: mean, thin and faint: largest)", xlabel="simulated time (s)",
            ylabel="delay (s)", yscale="log")
-    ax.legend()
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -126,7 +142,7 @@ def delay_cdf(rows, labels, path: Path):
     ax.set(title="Distribution of delivery delays", xlabel="delay (s)", ylabel="fraction of deliveries",
            xscale="log", ylim=(0, 1.02))
     style.readable_log(ax, "x")
-    ax.legend(fontsize="small")
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -153,7 +169,7 @@ def _time_panels(rows, labels, columns: list[str], shape: tuple[int, int], figsi
     if not any(drawn):
         plt.close(fig)
         return None, None
-    axes[0].legend(fontsize="small")
+    _legend(axes[0])
     return fig, axes
 
 
@@ -182,7 +198,7 @@ def table_sizes(rows, labels, path: Path):
         _lines(ax, labels, _series(rows, "t_s", "mean_prt", role=role), colours)
         ax.set(title=f"routing-table (PRT) size, {'all brokers' if role == 'all' else role + ' brokers'}",
                ylabel="mean entries")
-    axes[0, 0].legend(fontsize="small")
+    _legend(axes[0, 0])
     axes[-1, 0].set_xlabel("simulated time (s)")
     return _save(fig, path)
 
@@ -196,7 +212,7 @@ def preserved_entries(rows, labels, path: Path):
     _lines(ax, labels, series, _colours(labels))
     ax.set(title="Preserved subscriptions (kept as aggregates after unsubscription), all brokers",
            xlabel="simulated time (s)", ylabel="entries")
-    ax.legend(fontsize="small")
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -234,7 +250,7 @@ def triggered_along_core(rows, labels, core: list[str], path: Path):
     _grouped_bars(ax, core, labels, lambda label, broker: triggered[label, broker], colours)
     ax.set(title="Triggered subscriptions received, along the core", xlabel="core broker",
            ylabel="subscriptions")
-    ax.legend(fontsize="small")
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -250,22 +266,23 @@ def messages_by_kind(rows, labels, path: Path):
     _grouped_bars(ax, kinds, labels, lambda label, kind: processed[label, kind], colours)
     ax.set(title="Messages processed by kind (all brokers)", xlabel="message kind", ylabel="messages",
            yscale="log")
-    ax.legend(fontsize="small")
+    _legend(ax)
     return _save(fig, path)
 
 
 def utilisation(rows, labels, path: Path):
-    colours = _colours(labels)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    series = {}
     for label in labels:
         values = sorted((100 * r["utilisation"] for r in rows if r["run"] == label), reverse=True)
         if values:
-            ax.plot(np.arange(1, len(values) + 1), values, color=colours[label], label=label, marker=".")
+            series[label] = (np.arange(1, len(values) + 1), np.array(values))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    _lines(ax, labels, series, _colours(labels))
     ax.set(title="Broker utilisation (busy time / simulated time), brokers ranked",
            xlabel="broker rank", ylabel="input utilisation (%)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # ranks are whole brokers
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize="small")
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -279,7 +296,7 @@ def hop_cdf(rows, labels, path: Path):
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(title="Publication hop counts", xlabel="hops from publisher's broker", ylabel="fraction of deliveries",
            ylim=(0, 1.02))
-    ax.legend(fontsize="small")
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -383,7 +400,7 @@ def faults(completeness, faults_rows, drop_rows, labels, path: Path):
         axes[0].axvspan(row["start_s"], end, color=colours.get(row["run"], "grey"), alpha=0.12)
     axes[0].set(title="Deliveries made of those the oracle expects (faults shaded)", xlabel="publication time (s)",
                 ylabel="delivered fraction", ylim=(0, 1.05))
-    axes[0].legend(fontsize="small")
+    _legend(axes[0])
     causes = sorted({r["cause"] for r in drop_rows if r["cause"]})
     totals = defaultdict(int)
     for r in drop_rows:

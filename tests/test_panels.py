@@ -133,3 +133,32 @@ def test_the_generic_reports_bars_merge_identical_runs_and_skip_queues_that_neve
     assert plots.queues_overall(calm, list(share), tmp_path / "calm.png") is None
     calm[3]["max_queue"] = 2
     assert plots.queues_overall(calm, list(share), tmp_path / "queued.png") == tmp_path / "queued.png"
+
+
+@pytest.mark.parametrize("runs, beside", [(3, False), (12, True)])
+def test_a_legend_of_many_runs_goes_beside_the_plot_on_a_wider_figure(runs, beside):
+    from analysis import plots
+
+    fig, ax = style.plt.subplots(figsize=(9, 4.5))
+    for i in range(runs):
+        ax.plot([0, 1], [i, i], label=f"run_{i} = other_run_{i} = third_run_{i}: identical")
+    plots._legend(ax)
+    legend = ax.get_legend()
+    assert len(legend.get_texts()) == runs
+    fig.canvas.draw()
+    outside = legend.get_window_extent().x0 > ax.get_window_extent().x1
+    assert (fig.get_figwidth() == 13) == beside and outside == beside
+    assert all(len(line) <= 40 for t in legend.get_texts() for line in t.get_text().split("\n")) == beside
+    style.plt.close(fig)
+
+
+def test_bars_of_runs_past_the_palette_differ_by_pattern():
+    from analysis import plots
+
+    fig, ax = style.plt.subplots()
+    labels = [f"run{i}" for i in range(12)]
+    plots._grouped_bars(ax, ["pub"], labels, lambda label, kind: float(labels.index(label)),
+                        {label: look.colour for label, look in style.styles(labels).items()})
+    assert [p.get_hatch() or "" for p in ax.patches] == [""] * 10 + ["//"] * 2
+    assert ax.patches[0].get_facecolor() == ax.patches[10].get_facecolor()  # the palette repeats
+    style.plt.close(fig)
