@@ -69,8 +69,9 @@ def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours)
     groups = style.identical_groups(heights, labels)
     width = 0.8 / len(groups)
     for i, group in enumerate(groups):
-        ax.bar(np.arange(len(categories)) + i * width, heights[group[0]], width, color=colours[group[0]],
-               hatch=_HATCHES[labels.index(group[0]) // len(style.COLOURS) % len(_HATCHES)], label=style.group_label(group))
+        hatch = _HATCHES[labels.index(group[0]) // len(style.COLOURS) % len(_HATCHES)]
+        ax.bar(np.arange(len(categories)) + i * width, heights[group[0]], width, color=colours[group[0]], hatch=hatch,
+               label=style.group_label(group))
     long = len(categories) > 6 or max(len(str(c)) for c in categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
                   ha="right" if long else "center")
