@@ -447,3 +447,17 @@ def test_compiled_periodic_publications_are_the_python_loops_draws(block):
             t += period
     assert len(expected) > 1000 and found == expected
     assert ours.getstate() == theirs.getstate()
+
+
+@pytest.mark.parametrize("under", [2, 3])
+def test_nested_subscriptions_are_covered_by_each_of_their_roots(under):
+    """``under``: every other subscription sits under that many roots (the scalar oracle finds
+    exactly that many covering it), so removing one of them exposes nothing."""
+    texts = SienaVocabulary().owned_subscriptions(random.Random(5), 300, 8, under)
+    filters = [parse_filter(t) for t in texts]
+    roots, others = filters[:8], filters[8:]
+    assert not any(covers(a, b) for a in roots for b in roots if a is not b)
+    assert all(sum(covers(root, f) for root in roots) == under for f in others)
+    assert all(1 <= len(f.predicates) <= 10 for f in filters)
+    with pytest.raises(ValueError, match="under 4"):
+        SienaVocabulary().owned_subscriptions(random.Random(5), 300, 8, 4)

@@ -208,15 +208,19 @@ class SienaVocabulary:
             predicates.append(f"[{attr},{self._operator(rng)},{self._value(rng)}]")
         return ",".join(predicates)
 
-    def owned_subscriptions(self, rng: random.Random, count: int, roots: int) -> list[str]:
+    def owned_subscriptions(self, rng: random.Random, count: int, roots: int, under: int = 1) -> list[str]:
         """``count`` subscriptions of which ``roots`` are roots that each own their covered set:
         every other subscription is one root's predicates, its bounds tightened, plus at least
         one more predicate (1-10 in all), and no other root covers it. Each root holds an
         equality on an (attribute, value) pair of its own, its key, and no subscription
         states another root's key, so only its own root covers it. The attributes, operators and
-        values are drawn as ``subscription`` draws them."""
+        values are drawn as ``subscription`` draws them. ``under`` (2 or 3): every other
+        subscription takes the predicates of that many roots on distinct attributes instead,
+        so it stays covered until all of them are gone (nested, overlapping sets)."""
         if not 1 <= roots <= count:
             raise ValueError(f"roots {roots}: expected 1 <= roots <= subscriptions ({count})")
+        if not 1 <= under <= min(3, roots):
+            raise ValueError(f"under {under}: expected 1 to 3 roots per subscription, and at most roots ({roots})")
         keys: dict[tuple[str, int], None] = {}  # an ordered set
         while len(keys) < roots:
             keys[(self._attributes(rng, 1)[0], self._value(rng))] = None
@@ -228,8 +232,8 @@ class SienaVocabulary:
             root_predicates.append(root)
         texts = [_predicates_text(p) for p in root_predicates]
         for _ in range(count - roots):
-            root = root_predicates[rng.randrange(roots)]
-            child = [(a, op, self._tightened(rng, op, v)) for a, op, v in root]
+            parents = [root_predicates[rng.randrange(roots)]] if under == 1 else _disjoint(rng, root_predicates, under)
+            child = [(a, op, self._tightened(rng, op, v)) for root in parents for a, op, v in root]
             more = rng.randint(1, 10 - len(child))
             for attr in self._other_attributes(rng, {a for a, _, _ in child}, more):
                 child.append(self._keyless_predicate(rng, attr, keys))
@@ -281,6 +285,16 @@ class SienaVocabulary:
             for p, t, count in zip(publisher.tolist(), times.tolist(), counts.tolist()):
                 yield p, t, Publication(tuple(items[start:start + count]))
                 start += count
+
+
+def _disjoint(rng: random.Random, roots: list[list[tuple]], count: int) -> list[list[tuple]]:
+    """``count`` distinct roots (predicate lists) drawn at random whose attributes do not meet."""
+    for _ in range(1000):
+        chosen = [roots[i] for i in rng.sample(range(len(roots)), count)]
+        attributes = [a for root in chosen for a, _, _ in root]
+        if len(attributes) == len(set(attributes)):
+            return chosen
+    raise ValueError(f"under {count}: no {count} roots with distinct attributes found in 1,000 draws")
 
 
 def _predicates_text(predicates: list[tuple[str, str, int]]) -> str:
@@ -495,6 +509,7 @@ def mobile_rush_hour(
     stayers: float = 0.2,
     subscriptions: str = "independent",
     roots: int = 1600,
+    under: int = 1,
     moves: str = "handoff",
     travel: float = 0.0,
 ) -> list[dict]:
@@ -512,7 +527,9 @@ def mobile_rush_hour(
     ``subscriptions: independent`` draws every subscription on its own, as the paper describes
     its SIENA model. ``subscriptions: owned`` is the variant that shows what the paper's burst
     needs: ``roots`` root subscriptions that each own their covered set
-    (``SienaVocabulary.owned_subscriptions``), so a root's removal exposes its whole set.
+    (``SienaVocabulary.owned_subscriptions``), so a root's removal exposes its whole set;
+    ``under: 2`` or ``3`` puts every other subscription under that many roots, so a set is
+    exposed only where all its roots are gone (how much overlap the burst survives).
 
     ``moves: handoff`` moves a subscriber with its subscriptions (a ``move`` record: the
     old broker hands them to the new one, nothing lost or delivered twice).
@@ -524,6 +541,8 @@ def mobile_rush_hour(
     for name, value, known in (("subscriptions", subscriptions, MOBILE_SUBSCRIPTIONS), ("moves", moves, MOBILE_MOVES)):
         if value not in known:
             raise ValueError(f"{name} {value!r}: expected one of {', '.join(known)}")
+    if under != 1 and subscriptions != "owned":
+        raise ValueError(f"under {under}: only with subscriptions: owned")
     if not (0 <= commuters and 0 <= stayers and commuters + stayers <= 1):
         raise ValueError("commuters and stayers are shares: each in [0, 1], together at most 1")
     if not (0 < publish_min <= publish_max):
@@ -542,7 +561,7 @@ def mobile_rush_hour(
     records = [{"t": 0.0, "op": "advertise", "client": f"pub{p}", "broker": rng.choice(leaves), "id": f"A{p}",
                 "filter": vocabulary} for p in range(publishers)]
     if subscriptions == "owned":
-        owned = language.owned_subscriptions(rng, subscribers, roots)
+        owned = language.owned_subscriptions(rng, subscribers, roots, under)
         rng.shuffle(owned)
         next_filter = iter(owned).__next__
     else:
