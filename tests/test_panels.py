@@ -124,8 +124,7 @@ def test_the_generic_reports_bars_merge_identical_runs_and_skip_queues_that_neve
 
     fig, ax = style.plt.subplots()
     share = {"S0": 40.0, "S1": 30.0, "S2": 20.0, "SH": 20.0}
-    plots._grouped_bars(ax, ["all", "edge"], list(share), lambda label, role: share[label],
-                        {label: look.colour for label, look in style.styles(list(share)).items()})
+    plots._grouped_bars(ax, ["all", "edge"], list(share), lambda label, role: share[label], plots._colours(list(share)))
     ax.legend()
     assert _legend(ax) == ["S0", "S1", "S2 = SH: identical"] and len(ax.patches) == 6
     style.plt.close(fig)
@@ -157,8 +156,7 @@ def test_bars_of_runs_past_the_palette_differ_by_pattern():
 
     fig, ax = style.plt.subplots()
     labels = [f"run{i}" for i in range(12)]
-    plots._grouped_bars(ax, ["pub"], labels, lambda label, kind: float(labels.index(label)),
-                        {label: look.colour for label, look in style.styles(labels).items()})
+    plots._grouped_bars(ax, ["pub"], labels, lambda label, kind: float(labels.index(label)), plots._colours(labels))
     assert [p.get_hatch() or "" for p in ax.patches] == [""] * 10 + ["//"] * 2
     assert ax.patches[0].get_facecolor() == ax.patches[10].get_facecolor()  # the palette repeats
     style.plt.close(fig)
