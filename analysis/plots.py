@@ -77,15 +77,20 @@ def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours)
                   ha="right" if long else "center")
 
 
+_LEGEND_INSIDE = 8, 40  # at most this many runs, with names at most this long, fit inside the axes
+
+
 def _legend(ax) -> None:
-    """The runs' legend: inside the axes for a few, beside them for many (a sweep's runs), the
-    figure widened to hold it and long names of identical runs wrapped."""
+    """The runs' legend: inside the axes for a few short names, beside them for many runs (a
+    sweep's) or long names (identical runs named together), the figure widened to hold it and
+    long names wrapped."""
     handles, names = ax.get_legend_handles_labels()
-    if len(names) <= 8:
+    most, longest = _LEGEND_INSIDE
+    if len(names) <= most and all(len(name) <= longest for name in names):
         ax.legend(fontsize="small")
         return
     ax.figure.set_figwidth(ax.figure.get_figwidth() + 4)
-    ax.legend(handles, [textwrap.fill(name, 40, subsequent_indent="  ") for name in names], fontsize="x-small",
+    ax.legend(handles, [textwrap.fill(name, longest, subsequent_indent="  ") for name in names], fontsize="x-small",
               loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
 
 
@@ -329,7 +334,7 @@ def forwarding(rows, labels, path: Path):
                       lambda label, role: 100 * ((value.get((label, role)) or {}).get(column) or 0), colours)
         ax.set(title=title + ("" if len(panels) == 2 else " (no false positives in any run)"),
                xlabel="broker role", ylabel="share of copies (%)")
-        ax.legend(fontsize="small")  # each its own: runs identical in one panel may differ in the other
+        _legend(ax)  # each its own: runs identical in one panel may differ in the other
     return _save(fig, path)
 
 
