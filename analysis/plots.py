@@ -349,13 +349,15 @@ def relocation(rows, summary, labels, path: Path):
     delays = {r["run"]: r.get("mean_s") for r in summary}
     panels = [("mean_msg_rate", by_run), ("mean_utilisation", by_run),
               ("mean_s", {run: {"mean_s": d} for run, d in delays.items()}), ("control_share", by_run)]
-    fig, axes = plt.subplots(1, 4, figsize=(14, 4))
+    many = len(labels) > 8  # a sweep's runs: names upright under their bars, on a taller figure
+    fig, axes = plt.subplots(1, 4, figsize=(max(14, 0.9 * len(labels)), 5.5 if many else 4))
     for ax, (column, source) in zip(axes, panels):
         present = [label for label in labels if (source.get(label) or {}).get(column) is not None]
         measure = style.measure(column)
         ax.bar(range(len(present)), measure.scale([source[label][column] for label in present]),
                color=[colours[label] for label in present])
-        ax.set_xticks(range(len(present)), present, rotation=30, ha="right", fontsize="small")
+        ax.set_xticks(range(len(present)), present, rotation=90 if many else 30, ha="center" if many else "right",
+                      fontsize="x-small" if many else "small")
         ax.set_title(measure.label, fontsize="small")
     return _save(fig, path)
 
