@@ -89,9 +89,11 @@ def _legend(ax) -> None:
     if len(names) <= most and all(len(name) <= longest for name in names):
         ax.legend(fontsize="small")
         return
-    ax.figure.set_figwidth(ax.figure.get_figwidth() + 4)
-    ax.legend(handles, [textwrap.fill(name, longest, subsequent_indent="  ") for name in names], fontsize="x-small",
-              loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    wrapped = [textwrap.fill(name, longest, subsequent_indent="  ") for name in names]
+    lines = sum(name.count("\n") + 1 for name in wrapped)
+    fig = ax.figure
+    fig.set_size_inches(fig.get_figwidth() + 4, max(fig.get_figheight(), 0.8 + 0.2 * lines))  # room for every line
+    ax.legend(handles, wrapped, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
 
 
 def _lines(ax, labels, series, colours) -> bool:
