@@ -187,7 +187,7 @@ def _validate_one(path: Path, overrides: list[str], stats: bool, stats_at: list[
         per_broker = {broker: structure.covering_structure(filters)
                       for broker, filters in structure.subscriptions_by_broker(spec.injections).items()}
         print("\n".join(structure.per_broker_lines(per_broker)))
-        print("\n".join(structure.matching_lines(structure.matching_shares(spec.injections))))
+        print("\n".join(structure.matching_shares(spec.injections).lines()))
     for seconds in stats_at:
         present = structure.subscriptions_at(spec.injections, round(seconds * 1_000_000))
         print("\n".join(structure.covering_structure(present).lines(f"covering at {seconds:g} s")))

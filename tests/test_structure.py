@@ -95,24 +95,29 @@ def test_validate_measures_the_structure_an_auditor_meets(capsys):
 
 
 def test_the_matching_share_is_the_scalar_oracles():
-    """Per publication, the fraction of the subscriptions present then that it matches; of
-    many publications, every k-th."""
+    """Per publication, the fraction of the subscriptions present then that it matches, and of
+    the brokers holding them (where issued) the fraction holding one it matches; of many
+    publications, every k-th."""
     brokers = [f"B{i}" for i in range(6)]
     records = random_mix(brokers, seed=6, operations=400, spacing=0.3)
     injections = compile_trace(records, brokers)
-    present, shares = {}, []  # per publication, None while no subscription is present
+    at, present, shares = {}, {}, []  # per publication, None while no subscription is present
     for r in records:
+        at[r["client"]] = r.get("broker", at.get(r["client"]))
         if r["op"] == "subscribe":
-            present[r["id"]] = parse_filter(r["filter"])
+            present[r["id"]] = (parse_filter(r["filter"]), at[r["client"]])
         elif r["op"] == "unsubscribe":
             present.pop(r["id"])
         elif r["op"] == "publish":
             publication = parse_publication(r["content"])
-            shares.append(sum(matches(f, publication) for f in present.values()) / len(present) if present else None)
-    expected = [share for share in shares if share is not None]
+            matched = {broker for f, broker in present.values() if matches(f, publication)}
+            shares.append((sum(matches(f, publication) for f, _ in present.values()) / len(present),
+                           len(matched) / len({broker for _, broker in present.values()})) if present else None)
+    expected = np.array([share for share in shares if share is not None])
     found = matching_shares(injections)
-    assert len(found) == len(expected) > 50 and 0 < np.mean(expected) < 1
-    assert np.allclose(found, expected)
+    assert len(found.subscriptions) == len(expected) > 50 and 0 < expected[:, 0].mean() < expected[:, 1].mean() < 1
+    assert np.allclose(found.subscriptions, expected[:, 0]) and np.allclose(found.brokers, expected[:, 1])
     most = len(shares) // 3
     every = -(-len(shares) // most)
-    assert np.allclose(matching_shares(injections, most), [x for x in shares[::every] if x is not None])
+    sampled = matching_shares(injections, most)
+    assert np.allclose(sampled.subscriptions, [x[0] for x in shares[::every] if x is not None])

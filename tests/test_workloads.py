@@ -121,6 +121,43 @@ def test_zipf_groups_match_the_share_asked(groups, share):
         zipf_groups(sorted(graph), groups=10, match_share=0.5)
 
 
+@pytest.mark.parametrize("groups, share", [(10, 0.08), (2, 0.53)])
+def test_zipf_groups_with_broker_interests_keep_the_share_and_leave_brokers_out(groups, share):
+    """``interest: broker``: each broker subscribes within one group on one attribute, the
+    brokers dealt to groups by popularity; the subscriptions' matching share is as asked, and
+    a publication reaches clearly fewer brokers than when subscriptions sit anywhere."""
+    graph = topologies.random_tree(120, seed=3, max_degree=3)
+    brokers = sorted(graph)
+
+    def shares(interest):
+        records = zipf_groups(brokers, graph=graph, seed=2, groups=groups, match_share=share, interest=interest,
+                              subscriptions=2400, publications=150)
+        subs = [(parse_filter(r["filter"]), r["broker"]) for r in records if r["op"] == "subscribe"]
+        holding = {b for _, b in subs}
+        matched, reached = [], []
+        for r in records:
+            if r["op"] == "publish":
+                p = parse_publication(r["content"])
+                at = [b for f, b in subs if matches(f, p)]
+                matched.append(len(at) / len(subs))
+                reached.append(len(set(at)) / len(holding))
+        return records, sum(matched) / len(matched), sum(reached) / len(reached)
+
+    records, matched, reached = shares("broker")
+    assert abs(matched - share) < 0.15 * share
+    by_broker = {}
+    for r in records:
+        if r["op"] == "subscribe":
+            group, attribute = r["filter"].split("],[")[:2]
+            by_broker.setdefault(r["broker"], set()).add((group, attribute.split(",")[0]))
+    assert all(len(kinds) == 1 for kinds in by_broker.values()) and len(by_broker) > 110
+    _, matched_anywhere, reached_anywhere = shares("any")
+    assert abs(matched_anywhere - share) < 0.15 * share
+    assert reached < 0.8 * reached_anywhere
+    with pytest.raises(ValueError, match="interest"):
+        zipf_groups(brokers, interest="nearby")
+
+
 def test_random_tree_keeps_the_degree_bound():
     for n, seed in ((120, 1), (500, 2)):
         graph = topologies.random_tree(n, seed, max_degree=3)

@@ -13,6 +13,7 @@ its datasets by their matching share: the fraction of the subscriptions a public
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,33 +153,62 @@ def _roots(filters: list[Filter], order: list[int]) -> list[int]:
     return found
 
 
-def matching_shares(injections, most: int = 10_000) -> np.ndarray:
+@dataclass(frozen=True)
+class Matching:
     """Per publication, in trace order: the fraction of the subscriptions present when it is
-    published (issued by then, not yet withdrawn) that it matches; publications with no
-    subscription present are left out. Of more than ``most`` publications, every k-th only
-    (evenly spread, at most ``most``): the mobile rush hour's million would take hours."""
+    published that it matches, and the fraction of the brokers holding one of them that hold
+    one it matches (a publication passing the others there only forwards)."""
+    subscriptions: np.ndarray
+    brokers: np.ndarray
+
+    def lines(self) -> list[str]:
+        """The two shares' distributions (the soft-link paper plots the first's CDF)."""
+        if not len(self.subscriptions):
+            return ["matching: no publication meets a subscription"]
+        return [f"matching: a publication matches {_distribution(self.subscriptions)} of the subscriptions "
+                f"present ({len(self.subscriptions):,} publications)",
+                f"matching: and reaches {_distribution(self.brokers)} of the brokers holding them"]
+
+
+def _distribution(shares: np.ndarray) -> str:
+    p10, p50, p90 = np.percentile(shares, [10, 50, 90]) * 100
+    return f"{shares.mean() * 100:.1f}% on average (10th / 50th / 90th percentile {p10:.1f}% / {p50:.1f}% / {p90:.1f}%)"
+
+
+def matching_shares(injections, most: int = 10_000) -> Matching:
+    """How much of the subscriptions present each publication matches (``Matching``);
+    publications with no subscription present are left out. Of more than ``most``
+    publications, every k-th only (evenly spread, at most ``most``): the mobile rush hour's
+    million would take hours."""
     publications = sum(1 for injection in injections if injection.message.kind == "pub")
     every = max(1, -(-publications // most))
     present = FilterIndex()
-    shares = []
+    held_at: dict[str, str] = {}  # subscription -> its broker
+    holding: Counter = Counter()  # broker -> subscriptions present there
+    shares, broker_shares = [], []
     seen = 0
+
+    def release(sub_id: str) -> None:
+        broker = held_at.pop(sub_id)
+        holding[broker] -= 1
+        if not holding[broker]:
+            del holding[broker]
+
     for injection in injections:
         message = injection.message
         if message.kind == "sub":
             present.add(message.id, message.filter)
+            if message.id in held_at:
+                release(message.id)
+            held_at[message.id] = injection.broker
+            holding[injection.broker] += 1
         elif message.kind == "unsub" and message.id in present:
             present.remove(message.id)
+            release(message.id)
         elif message.kind == "pub":
             seen += 1
             if len(present) and (seen - 1) % every == 0:
-                shares.append(len(present.matching(message.publication)) / len(present))
-    return np.array(shares)
-
-
-def matching_lines(shares: np.ndarray) -> list[str]:
-    """The matching share's distribution (the soft-link paper plots its CDF)."""
-    if not len(shares):
-        return ["matching: no publication meets a subscription"]
-    p10, p50, p90 = np.percentile(shares, [10, 50, 90]) * 100
-    return [f"matching: a publication matches {shares.mean() * 100:.1f}% of the subscriptions present on average "
-            f"(10th / 50th / 90th percentile {p10:.1f}% / {p50:.1f}% / {p90:.1f}%; {len(shares):,} publications)"]
+                matched = present.matching(message.publication)
+                shares.append(len(matched) / len(present))
+                broker_shares.append(len({held_at[s] for s in matched}) / len(holding))
+    return Matching(np.array(shares), np.array(broker_shares))
