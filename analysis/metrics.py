@@ -153,10 +153,12 @@ def with_derived(t: dict, width) -> dict:
 
 
 def delay_by_pair(t: dict) -> DataFrame:
-    """Delivery delay per (publisher broker, subscriber broker)."""
+    """Delivery delay per (publisher broker, subscriber broker), and ``pair_cdf``: the share of
+    the run's pairs whose mean delay is at most this pair's (the soft-link paper's Fig. 10)."""
     groups = (t["delivery_groups"].join(F.broadcast(t["publishers"]), ["run", "pub_id"], "left")
               .withColumnRenamed("broker", "subscriber_broker"))
-    return _delay_stats(groups, ["run", "publisher_broker", "subscriber_broker"])
+    stats = _delay_stats(groups, ["run", "publisher_broker", "subscriber_broker"])
+    return stats.withColumn("pair_cdf", F.cume_dist().over(Window.partitionBy("run").orderBy("mean_s")))
 
 
 def queue_over_time(t: dict) -> DataFrame:
@@ -491,7 +493,7 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         F.mean("prt_size").alias("final_mean_prt"), F.sum("preserved").alias("final_preserved"),
         F.sum("soft_links").alias("final_soft_links"))
     overall = by_role.where(F.col("role") == "all").select(
-        "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward_fraction",
+        "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward", "pure_forward_fraction",
         (1 - F.col("pure_forward_fraction")).alias("yield"))
     info = local_frame(spark, [(r.label, str(r.path), int(r.manifest.get("brokers") or 0), r.sim_end_us / US)
                                for r in runs], "run string, path string, brokers int, sim_end_s double")

@@ -104,6 +104,8 @@ MEASURES = {
     "p90_s": Measure("90th-percentile delivery delay (s)", "publication to delivery, 90th percentile"),
     "delay_s": Measure("delivery delay (s)", "publication to delivery at the subscriber"),
     "cdf": Measure("share of deliveries (%)", "deliveries with at most this value", percent=True),
+    "pair_cdf": Measure("share of broker pairs (%)", "(publisher broker, subscriber broker) pairs whose mean delay "
+                        "is at most this", percent=True),
     "hops": Measure("hops", "broker-to-broker links a publication crossed to reach the subscriber's broker",
                     integer=True),
     "max_queue": Measure("input queue (messages)", "the longest input queue a broker had", integer=True),
@@ -124,6 +126,8 @@ MEASURES = {
                           "each tier", integer=True),
     "pub_copies_per_s": Measure("publication messages per second", "publication copies sent between brokers "
                                 "per second"),
+    "pure_forward": Measure("pure-forwarded copies", "publication copies received by a broker with no local "
+                            "subscriber for them (it only forwards)", integer=True),
     "pure_forward_fraction": Measure("pure forwarding (% of copies)", "publication copies received by a broker "
                                      "with no local subscriber for them", percent=True),
     "false_positive_fraction": Measure("false positives (% of copies)", "publication copies sent towards "

@@ -229,14 +229,19 @@ def _panels(given: list, variants: list[str], path: Path) -> list[Panel]:
     return panels
 
 
-def check(figure: Figure, small: bool) -> None:
+def check(figure: Figure, small: bool) -> dict[str, str]:
     """Every run's scenario resolves (InputError otherwise), before anything runs; runs that
-    share a workload build it once."""
+    share a workload build it once. Returns per run what makes it that run: its resolved
+    scenario but its name, and where its scenario file's relative paths start."""
     from experiments.scenario import resolve, workloads_shared
 
+    identities = {}
     with workloads_shared():
         for label, (scenario, *_) in figure.runs.items():
-            resolve(scenario, figure.overrides(label, small))
+            resolved = resolve(scenario, figure.overrides(label, small)).scenario
+            identities[label] = json.dumps([{**resolved, "name": None}, str(Path(scenario).resolve().parent)],
+                                           sort_keys=True, default=str)
+    return identities
 
 
 def prepare_out(out: Path, force: bool) -> None:
@@ -260,11 +265,16 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
     at once); then analyse all figures' runs in one job, ``analyse([(report_dir, run_dirs),
     ...]) -> exit status`` (``analysis.job.Requested``; a figure with a window twice: whole,
     and over the window); then draw each figure's panels and write its ``OUT/figure.md``.
-    Returns the pages' paths. Every run of every figure resolves before anything runs."""
-    for figure, _ in figures:
-        check(figure, small)
-    for figure, out in figures:
-        _run_variants(figure, out, small, max_parallel, address, report)
+    Returns the pages' paths. Every run of every figure resolves before anything runs; a run
+    an earlier figure of the call has too (the same scenario under another name) is copied
+    from it, not run again."""
+    identities = [check(figure, small) for figure, _ in figures]
+    first_run: dict[str, Path] = {}  # a run's identity -> where the first figure that has it runs it
+    for (figure, out), identity in zip(figures, identities):
+        copies = {label: (first_run[identity[label]], figure.run_name(label))
+                  for label in figure.runs if identity[label] in first_run}
+        _run_variants(figure, out, small, max_parallel, address, report, copies)
+        first_run = {**{key: out / "runs" / label for label, key in identity.items()}, **first_run}
     reports = []
     for figure, out in figures:
         for report_dir in (out / "report", out / WINDOW_REPORT):
@@ -278,14 +288,17 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
     return [write_page(figure, out, small) for figure, out in figures]
 
 
-def _run_variants(figure: Figure, out: Path, small: bool, max_parallel: int, address: str | None, report) -> None:
+def _run_variants(figure: Figure, out: Path, small: bool, max_parallel: int, address: str | None, report,
+                  copies: dict[str, tuple[Path, str]]) -> None:
+    """Run ``figure``'s runs into ``out/runs``; ``copies``: label -> (the same run in an earlier
+    figure, this one's run name), copied rather than run."""
     from experiments.sweep import Point, run_sweep
 
     points = [Point(label, scenario, figure.overrides(label, small)) for label, (scenario, *_) in figure.runs.items()]
     report(f"figure {figure.name}{' (test-sized)' if small else ''}: {len(points)} runs into {out / 'runs'}, "
            f"then their analysis into {out / 'report'} and the page {out / 'figure.md'}")
     try:
-        record = run_sweep(points, out / "runs", max_parallel, address, report)
+        record = run_sweep(points, out / "runs", max_parallel, address, report, copies)
     except InputError as exc:
         raise InputError(f"{exc} (--force starts the figure over)") from None
     failed = [p["name"] for p in record["points"] if p["status"] != "complete"]

@@ -503,16 +503,20 @@ def _build_workload(scenario: dict, graph, base: Path, path: Path):
         if workload.get("trace"):
             trace = read_trace(base / workload["trace"])
         else:
-            generated = _call_generator(
-                workload["generator"], workload_generators.GENERATORS, f"{path}: workload.generator",
-                brokers=sorted(graph), graph=graph, seed=scenario["seed"], base=base,
-            )
-            trace = Trace(generated, lambda i: f"{path}: workload.generator operation {i + 1}")
+            trace = Trace(generated_records(scenario, graph, base, path),
+                          lambda i: f"{path}: workload.generator operation {i + 1}")
         return compile_trace(trace.records, graph, trace.where)
     finally:
         gc.freeze()
         if collecting:
             gc.enable()
+
+
+def generated_records(scenario: dict, graph, base: Path, path: Path) -> list[dict]:
+    """The trace records a scenario's ``workload.generator`` makes on ``graph``."""
+    return _call_generator(scenario["workload"]["generator"], workload_generators.GENERATORS,
+                           f"{path}: workload.generator", brokers=sorted(graph), graph=graph, seed=scenario["seed"],
+                           base=base)
 
 
 def offline_sample(injections, fraction: float, seed: int) -> tuple[int, tuple]:

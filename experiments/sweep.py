@@ -77,19 +77,33 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-") or "x"
 
 
-def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: str | None, report=print) -> dict:
-    """Run the points not complete in ``out`` yet; returns the sweep record (also in sweep.json)."""
+def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: str | None, report=print,
+              copies: dict[str, tuple[Path, str]] | None = None) -> dict:
+    """Run the points not complete in ``out`` yet; returns the sweep record (also in sweep.json).
+    ``copies``: point name -> (a complete run of the very same scenario but its name, the
+    point's run name): copied and renamed instead of run again (runs are deterministic)."""
     import ray
 
     from actors.coordinator import _ray
 
     record = _record(sweep_points, out)
+    copied = 0
+    for point in record["points"]:
+        if point["status"] != "complete" and point["name"] in (copies or {}):
+            source, name = copies[point["name"]]
+            _copy_run(source, out / point["name"], name)
+            point.update(status="complete", wall_s=0.0, error=None, copied_from=str(source))
+            report(f"sweep: {point['name']}: the same run as {source}, copied")
+            copied += 1
+    _write(out, record)
     pending = [p for p in record["points"] if p["status"] != "complete"]
-    done = len(record["points"]) - len(pending)
+    done = len(record["points"]) - len(pending) - copied
     if not pending:
-        report(f"sweep: all {done} run(s) in {out} complete already, reused")
+        report(f"sweep: all {done + copied} run(s) in {out} complete"
+               + (f" ({copied} copied, {done} already)" if copied else " already, reused"))
         return record
     report(f"sweep: {len(pending)} run(s) to go" + (f" ({done} complete already, reused)" if done else "")
+           + (f" ({copied} copied)" if copied else "")
            + f", {min(max_parallel, len(pending))} at a time, into {out}")
     _ray(address)
     task = ray.remote(num_cpus=1)(_run_point)
@@ -116,6 +130,27 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
     record["wall_s"] = round(time.perf_counter() - started, 3)
     _write(out, record)
     return record
+
+
+def _copy_run(source: Path, run_dir: Path, name: str) -> None:
+    from actors.results import write_manifest
+
+    """``source``'s files hard-linked into ``run_dir`` (copied where links cannot be made), its
+    manifest the source's under the run ``name``."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+    def link(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, run_dir, copy_function=link)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").unlink()  # a link to the source's: never written through
+    manifest["copied_from"] = manifest["name"]
+    manifest["name"] = manifest["scenario"]["name"] = name
+    write_manifest(run_dir, manifest)
 
 
 def _run_point(scenario: str, overrides: list[str], run_dir: str) -> dict:

@@ -209,3 +209,58 @@ def test_a_sweep_over_an_interval_draws_its_rate(tmp_path):
     sweep = figures.sweep_points(figure, tmp_path)
     assert sweep.points["r160_grape_load"] == ("grape_load", pytest.approx(160))
     assert sorted({x for _, x in sweep.points.values()}) == pytest.approx([25, 100, 160, 200])
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_run_two_figures_share_is_run_once_and_copied(tmp_path, every_figure_small):
+    """``figure --all``: a run the same in two figures (but its name) is run for the first and
+    copied, renamed, into the second; the copy is what running it again gives."""
+    from actors.coordinator import run
+    from actors.results import read_table
+    from tests.test_runtime import sorted_rows
+
+    root = every_figure_small[0]
+    first_run, shared = {}, []
+    for name in figures.names():
+        figure = figures.load(name)
+        for label, identity in figures.check(figure, small=True).items():
+            if identity in first_run:
+                shared.append((first_run[identity], (figure, label)))
+            else:
+                first_run[identity] = (figure, label)
+    assert len(shared) >= 5
+    for (source, source_label), (figure, label) in shared:
+        manifest = json.loads((root / f"{figure.name}-small" / "runs" / label / "manifest.json").read_text())
+        assert (manifest["name"], manifest["scenario"]["name"]) == (figure.run_name(label),) * 2
+        assert manifest["copied_from"] == source.run_name(source_label)
+    (source, _), (figure, label) = min(shared, key=lambda pair: pair[1][0].name != "relocation_paper_threshold")
+    copied = root / f"{figure.name}-small" / "runs" / label
+    scenario, *_ = figure.runs[label]
+    run(resolve(scenario, [*figure.overrides(label, small=True), "runtime.hosts=0"]), tmp_path / "again", progress=False)
+    for table in ("deliveries", "messages", "samples", "events"):
+        assert sorted_rows(copied, table) == sorted_rows(tmp_path / "again", table), table
+    assert read_table(copied, "deliveries").num_rows > 0
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_soft_link_papers_runs_deliver_the_oracles_pairs(every_figure_small):
+    """softlinks_paper_*'s test-sized runs, DT1 and DT2 under every strategy: exactly the pairs
+    the brute-force oracle finds in their workloads, none twice."""
+    from actors.results import read_table
+    from experiments.scenario import generated_records
+    from tests.oracle import expected_deliveries
+
+    figure = figures.load("softlinks_paper_hops")
+    expected = {}
+    for label, (scenario, *_) in figure.runs.items():
+        spec = resolve(scenario, figure.overrides(label, small=True))
+        dataset = label.split("_")[0]
+        if dataset not in expected:
+            expected[dataset] = expected_deliveries(generated_records(spec.scenario, spec.graph, scenario.parent,
+                                                                      scenario))
+        deliveries = read_table(every_figure_small[0] / "softlinks_paper_hops-small" / "runs" / label, "deliveries")
+        pairs = list(zip(deliveries.column("pub_id").to_pylist(), deliveries.column("sub_id").to_pylist()))
+        assert len(pairs) == len(set(pairs)) and set(pairs) == expected[dataset], label
+    assert len(expected["DT1"]) > 20_000 and len(expected["DT2"]) > 200_000

@@ -937,7 +937,8 @@ def zipf_groups(
     t += 1.0
     for i in range(publications):
         g = rng.choices(range(groups), popularity)[0]
-        values = ",".join(f"[a{j},{round(rng.uniform(0, 100), 2)}]" for j in range(attributes))
+        # a value that rounds to 100 would not conform to the advertisements' [0, 100)
+        values = ",".join(f"[a{j},{min(round(rng.uniform(0, 100), 2), 99.99)}]" for j in range(attributes))
         records.append({"t": round(t, 6), "op": "publish", "client": rng.choice(members[g]), "id": f"M{i}",
                         "content": f"[class,'G{g}'],{values}"})
         t += publish_interval
