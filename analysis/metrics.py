@@ -495,13 +495,15 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
     overall = by_role.where(F.col("role") == "all").select(
         "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward", "pure_forward_fraction",
         (1 - F.col("pure_forward_fraction")).alias("yield"))
-    info = local_frame(spark, [(r.label, str(r.path), int(r.manifest.get("brokers") or 0), r.sim_end_us / US)
-                               for r in runs], "run string, path string, brokers int, sim_end_s double")
+    info = local_frame(spark, [(r.label, str(r.path), int(r.manifest.get("brokers") or 0), r.sim_end_us / US,
+                                (r.measured_us[1] - r.measured_us[0]) / US) for r in runs],
+                       "run string, path string, brokers int, sim_end_s double, measured_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
     for part in (counts, publications, d, peaks, final, overall, moved, trees):
         frame = frame.join(part, "run", "left")
-    return frame.fillna(0, ["deliveries", "publications", "messages_processed", "triggered_subs", "dropped"])
+    frame = frame.fillna(0, ["deliveries", "publications", "messages_processed", "triggered_subs", "dropped"])
+    return frame.withColumn("deliveries_per_s", _ratio("deliveries", "measured_s")).drop("measured_s")
 
 
 # ---------------------------------------------------------------------- faults

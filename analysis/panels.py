@@ -298,7 +298,7 @@ def _format(value: float, m: style.Measure) -> str:
         return f"{value:,.0f}"
     if m.percent:
         return f"{value:.1f}%" if value >= 1 or value == 0 else f"{value:.2g}%"
-    return f"{value:.3g}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"  # 4,600 rather than 4.6e+03
 
 
 def _categories(ax, panel, rows, page: _Page) -> None:

@@ -11,6 +11,7 @@ SUMMARY_COLUMNS = [
     ("sim_end_s", "simulated (s)", "{:.0f}"),
     ("publications", "publications", "{:,}"),
     ("deliveries", "deliveries", "{:,}"),
+    ("deliveries_per_s", "deliveries/s", "{:,.0f}"),
     ("mean_hops", "mean hops", "{:.2f}"),
     ("mean_s", "mean delay (s)", "{:.3g}"),
     ("p90_s", "p90 delay (s)", "{:.3g}"),

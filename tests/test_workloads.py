@@ -498,3 +498,17 @@ def test_nested_subscriptions_are_covered_by_each_of_their_roots(under):
     assert all(1 <= len(f.predicates) <= 10 for f in filters)
     with pytest.raises(ValueError, match="under 4"):
         SienaVocabulary().owned_subscriptions(random.Random(5), 300, 8, 4)
+
+
+def test_zipf_groups_switch_to_the_high_rate_when_asked():
+    """Publications ``publish_interval`` apart until ``high_rate_from``, then ``high_rate_interval``."""
+    brokers = [f"B{i}" for i in range(12)]
+    records = zipf_groups(brokers, seed=1, subscriptions=20, publications=300, publish_interval=0.1,
+                          high_rate_from=10.0, high_rate_interval=0.002)
+    times = [r["t"] for r in records if r["op"] == "publish"]
+    gaps = [round(b - a, 6) for a, b in zip(times, times[1:])]
+    slow = [g for a, g in zip(times, gaps) if a < 10.0]
+    assert slow and all(g == pytest.approx(0.1) for g in slow)
+    assert len(gaps) - len(slow) > 200 and all(g == pytest.approx(0.002) for g in gaps[len(slow):])
+    with pytest.raises(ValueError, match="positive"):
+        zipf_groups(brokers, high_rate_interval=0)

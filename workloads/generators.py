@@ -878,6 +878,8 @@ def zipf_groups(
     subscribe_interval: float = 0.002,
     publications: int = 2000,
     publish_interval: float = 0.01,
+    high_rate_from: float | None = None,
+    high_rate_interval: float = 0.001,
 ) -> list[dict]:
     """The soft-link paper's Zipf datasets: publishers in ``groups`` (group g publishes class
     ``G<g>`` with ``attributes`` numeric attributes uniform in [0, 100)); groups ranked by
@@ -886,7 +888,9 @@ def zipf_groups(
     the attributes, as wide as makes ``match_share`` of the subscriptions match a
     publication on average: about 0.08 is the paper's sparse dataset, 0.5 its dense one
     (reachable with few groups, e.g. 2). Subscriptions come first, ``subscribe_interval``
-    apart, then publications ``publish_interval`` apart. ``clients: leaves`` attaches every
+    apart, then publications ``publish_interval`` apart (``high_rate_interval`` apart from
+    ``high_rate_from`` seconds on: a run that measures throughput at a rate that saturates
+    brokers after a warm-up at a low one). ``clients: leaves`` attaches every
     client to a leaf of the overlay, so inner brokers only forward (``all``: any broker).
 
     ``interest`` says where a group's subscriptions sit. ``any``: each on a broker drawn
@@ -901,6 +905,8 @@ def zipf_groups(
         raise ValueError("need 0 < match_share <= 1, groups >= 1, publishers >= groups and attributes >= 1")
     if clients not in ("all", "leaves"):
         raise ValueError(f"clients: expected 'all' or 'leaves', got {clients!r}")
+    if high_rate_interval <= 0 or publish_interval <= 0:
+        raise ValueError("publish_interval and high_rate_interval must be positive")
     if interest not in ("any", "broker") or spread < 0:
         raise ValueError(f"interest: expected 'any' or 'broker' (and spread >= 0), got {interest!r}, {spread!r}")
     if clients == "leaves" and graph is not None:
@@ -941,7 +947,7 @@ def zipf_groups(
         values = ",".join(f"[a{j},{min(round(rng.uniform(0, 100), 2), 99.99)}]" for j in range(attributes))
         records.append({"t": round(t, 6), "op": "publish", "client": rng.choice(members[g]), "id": f"M{i}",
                         "content": f"[class,'G{g}'],{values}"})
-        t += publish_interval
+        t += high_rate_interval if high_rate_from is not None and t >= high_rate_from else publish_interval
     return records
 
 
