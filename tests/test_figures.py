@@ -246,24 +246,26 @@ def test_a_run_two_figures_share_is_run_once_and_copied(tmp_path, every_figure_s
 @pytest.mark.ray
 @pytest.mark.slow
 def test_the_soft_link_papers_runs_deliver_the_oracles_pairs(every_figure_small):
-    """softlinks_paper_*'s test-sized runs, DT1 and DT2 under every strategy: exactly the pairs
-    the brute-force oracle finds in their workloads, none twice."""
+    """The test-sized runs of softlinks_paper_hops (DT1 and DT2 under every strategy) and
+    softlinks_paper_configs (C1, C2 and C3 under S0 and SH): exactly the pairs the brute-force
+    oracle finds in their workloads, none twice."""
     from actors.results import read_table
     from experiments.scenario import generated_records
     from tests.oracle import expected_deliveries
 
-    figure = figures.load("softlinks_paper_hops")
     expected = {}
-    for label, (scenario, *_) in figure.runs.items():
-        spec = resolve(scenario, figure.overrides(label, small=True))
-        dataset = label.split("_")[0]
-        if dataset not in expected:
-            expected[dataset] = expected_deliveries(generated_records(spec.scenario, spec.graph, scenario.parent,
-                                                                      scenario))
-        deliveries = read_table(every_figure_small[0] / "softlinks_paper_hops-small" / "runs" / label, "deliveries")
-        pairs = list(zip(deliveries.column("pub_id").to_pylist(), deliveries.column("sub_id").to_pylist()))
-        assert len(pairs) == len(set(pairs)) and set(pairs) == expected[dataset], label
-    assert len(expected["DT1"]) > 20_000 and len(expected["DT2"]) > 200_000
+    for name in ("softlinks_paper_hops", "softlinks_paper_configs"):
+        figure = figures.load(name)
+        for label, (scenario, *_) in figure.runs.items():
+            spec = resolve(scenario, figure.overrides(label, small=True))
+            workload = json.dumps([spec.scenario["workload"], spec.scenario["seed"], sorted(spec.graph.edges)])
+            if workload not in expected:
+                expected[workload] = expected_deliveries(generated_records(spec.scenario, spec.graph, scenario.parent,
+                                                                           scenario))
+            deliveries = read_table(every_figure_small[0] / f"{name}-small" / "runs" / label, "deliveries")
+            pairs = list(zip(deliveries.column("pub_id").to_pylist(), deliveries.column("sub_id").to_pylist()))
+            assert len(pairs) == len(set(pairs)) and set(pairs) == expected[workload], (name, label)
+    assert len(expected) == 4 and min(len(pairs) for pairs in expected.values()) > 20_000
 
 
 @pytest.mark.ray
@@ -297,3 +299,31 @@ def test_capped_uplinks_send_no_faster_than_the_cap_and_s0_delivers_less(every_f
     matched = sum(count for _, t, count in expected_subscribers(
         resolve(scenario, figure.overrides("capped_S0", small=True)).injections) if start <= t <= end)
     assert delivered["capped_S0"] < 0.8 * matched and delivered["capped_S2"] > 1.5 * delivered["capped_S0"]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_soft_link_measured_interval_is_the_hand_computed_one(every_figure_small):
+    """softlinks_paper_forwarders over its window (DT1 under S0 and S2): deliveries, mean hops
+    and pure forwarding as counted by hand from the run's rows in the window (deliveries by
+    publication time, copies by arrival)."""
+    from actors.results import read_table
+
+    figure = figures.load("softlinks_paper_forwarders")
+    root = every_figure_small[0] / "softlinks_paper_forwarders-small"
+    window = figure.measured(small=True)
+    summary = pq.read_table(root / figures.WINDOW_REPORT / "tables" / "summary").to_pandas().set_index("run")
+    for label in ("DT1_S0", "DT1_S2"):
+        run = root / "runs" / label
+        start, end = window.of(json.loads((run / "manifest.json").read_text())["sim_end_us"])
+        deliveries = read_table(run, "deliveries").to_pandas()
+        deliveries = deliveries[deliveries.t_pub_us.between(start, end)]
+        messages = read_table(run, "messages").to_pandas()
+        copies = messages[(messages.kind == "pub") & messages.t_end_us.notna() & messages.t_arrive_us.between(start, end)]
+        delivered_at = set(zip(deliveries.pub_id, deliveries.broker))
+        pure = sum((p, b) not in delivered_at for p, b in zip(copies.msg_id, copies.broker))
+        row = summary.loc[label_in(figure.run_name(label), window)]
+        assert row.deliveries == len(deliveries) > 10_000
+        assert row.mean_hops == pytest.approx(deliveries.hops.mean())
+        assert (row.pub_copies, row.pure_forward) == (len(copies), pure)
+        assert row.pure_forward_fraction == pytest.approx(pure / len(copies))

@@ -62,7 +62,9 @@ def test_validate_prints_the_structure(capsys):
     # 20 roots over 29 subscriber edges: each root's 30 subscriptions land on brokers other than its own
     assert "covering within each subscriber broker's own subscriptions (29 brokers): roots " in out
     assert "covering degree 0.0 on average" in out
-    assert "matching: a publication matches 0.2% of the subscriptions present on average" in out
+    assert "matching: a publication matches 0.2% on average (10th / 50th / 90th percentile " in out
+    assert "matching: and reaches 4.4% on average (10th / 50th / 90th percentile 3.4% / 3.4% / 6.9%) " \
+           "of the brokers holding them" in out
 
 
 def test_the_subscriptions_present_at_a_time_are_those_issued_and_not_yet_withdrawn():
