@@ -133,10 +133,10 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
 
 
 def _copy_run(source: Path, run_dir: Path, name: str) -> None:
-    from actors.results import write_manifest
-
     """``source``'s files hard-linked into ``run_dir`` (copied where links cannot be made), its
     manifest the source's under the run ``name``."""
+    from actors.results import write_manifest
+
     shutil.rmtree(run_dir, ignore_errors=True)
 
     def link(src, dst):
