@@ -4,8 +4,8 @@ Each point of the grid (the product of the ``--grid KEY=V1,V2`` axes, times ``--
 seeds) is the scenario with that point's overrides; it runs in its own Ray task, in that
 task's process (``runtime.hosts=0`` unless the sweep sets ``runtime.hosts``), into
 ``OUT/<point>``. ``OUT/sweep.json`` lists the points with their overrides, status
-(``pending``, ``complete``, ``failed``), wall time and error, and is rewritten as points
-finish. A failed point leaves the others running; running the same sweep into the same
+(``pending``, ``complete``, ``failed``), wall time, peak memory and error, and is rewritten as
+points finish. A failed point leaves the others running; running the same sweep into the same
 directory again skips the complete points and reruns the rest.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,18 +155,56 @@ def _copy_run(source: Path, run_dir: Path, name: str) -> None:
 
 
 def _run_point(scenario: str, overrides: list[str], run_dir: str) -> dict:
-    """One point, in a Ray task's process; never raises (a failure is the point's status)."""
+    """One point, in a Ray task's process; never raises (a failure is the point's status).
+    ``peak_rss_mb``: the most memory that process held while it ran the point (with hosts, the
+    driver's share only; null where ``/proc`` is not there to read)."""
     from actors.coordinator import run
     from experiments.scenario import resolve
 
     started = time.perf_counter()
-    try:
-        hosts = [] if any(o.startswith("runtime.hosts=") for o in overrides) else ["runtime.hosts=0"]
-        run(resolve(Path(scenario), [*overrides, *hosts]), Path(run_dir), progress=False)
-        status, error = "complete", None
-    except Exception as exc:  # noqa: BLE001 (reported in sweep.json, the other points go on)
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
-    return {"status": status, "wall_s": round(time.perf_counter() - started, 3), "error": error}
+    with _resident_memory() as peak:
+        try:
+            hosts = [] if any(o.startswith("runtime.hosts=") for o in overrides) else ["runtime.hosts=0"]
+            run(resolve(Path(scenario), [*overrides, *hosts]), Path(run_dir), progress=False)
+            status, error = "complete", None
+        except Exception as exc:  # noqa: BLE001 (reported in sweep.json, the other points go on)
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+    return {"status": status, "wall_s": round(time.perf_counter() - started, 3), "error": error,
+            "peak_rss_mb": peak.mb}
+
+
+class _resident_memory:
+    """The largest resident set of this process inside the ``with`` (``mb``), read from
+    ``/proc/self/statm`` every tenth of a second by a thread (``ru_maxrss`` cannot be reset
+    between the runs a Ray worker process takes on)."""
+
+    def __init__(self) -> None:
+        self.mb = None
+        self._done = threading.Event()
+
+    def __enter__(self) -> "_resident_memory":
+        self._read()
+        if self.mb is not None:
+            self._watcher = threading.Thread(target=self._watch, daemon=True)
+            self._watcher.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        if self.mb is not None:
+            self._watcher.join()
+            self._read()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.1):
+            self._read()
+
+    def _read(self) -> None:
+        try:
+            pages = int(Path("/proc/self/statm").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            return
+        self.mb = max(self.mb or 0.0, round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1))
 
 
 def _record(sweep_points: list[Point], out: Path) -> dict:

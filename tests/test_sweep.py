@@ -1,5 +1,6 @@
 """``pubsub-emu sweep``: the grid's points, concurrent Ray tasks, sweep.json, resuming, failures."""
 import json
+import time
 
 import pytest
 
@@ -48,6 +49,7 @@ def test_sweep_runs_every_point_records_failures_and_resumes(tmp_path, ray_sessi
     assert status == {"covering-none_degree-10": "complete", "covering-none_degree-30": "complete",
                       "covering-active_degree-10": "complete", "covering-active_degree-30": "failed"}
     assert "FileExistsError" in record["points"][3]["error"]
+    assert all(100 < p["peak_rss_mb"] < 4000 for p in record["points"][:3])  # a Python process running a run
     deliveries = {}
     for name in (n for n, s in status.items() if s == "complete"):
         pairs = read_table(out / name, "deliveries").select(["pub_id", "sub_id"]).to_pydict()
@@ -65,3 +67,15 @@ def test_sweep_runs_every_point_records_failures_and_resumes(tmp_path, ray_sessi
     assert len(run_dirs(out)) == 4 and run_dirs(SCENARIO) == [SCENARIO]
     other = ["sweep", str(SCENARIO), "--grid", "protocol.covering=lazy", "--out", str(out)]
     assert main(other) == 2  # another sweep's directory
+
+
+def test_peak_resident_memory_sees_what_was_held_inside():
+    from experiments.sweep import _resident_memory
+
+    with _resident_memory() as before:
+        pass
+    with _resident_memory() as peak:
+        held = bytearray(300 * 2**20)
+        time.sleep(0.3)
+        del held
+    assert peak.mb > before.mb + 250
