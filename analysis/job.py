@@ -34,7 +34,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from analysis import metrics, plots, style, window  # noqa: E402
 from analysis.report import write_report  # noqa: E402
-from analysis.runs import Run, RunError, check_runs, read_tables  # noqa: E402
+from analysis.runs import Run, RunError, check_runs, local_frame, read_tables, same_tables  # noqa: E402
 
 SMALL_RUN_EVENTS = 2_000_000  # below this many events over all runs, the small-run settings
 SMALL_RUN_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
@@ -191,7 +191,9 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
     """Compute every metric over all ``reports``' runs, then write each report: its tables,
     figures and page. Queries run while later ones are planned; ``small``: several at once
     (see ``is_small``)."""
-    runs = [run for report in reports for run in report.runs]
+    every_run = [run for report in reports for run in report.runs]
+    same = same_tables(every_run)  # computed once, under the first one's name
+    runs = [run for run in every_run if run.label not in same]
     for report in reports:
         report.out.mkdir(parents=True, exist_ok=True)
     width = metrics.bucket_width({run.label: report.bucket_us for report in reports for run in report.runs})
@@ -215,7 +217,7 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
         start("load_over_time", metrics.load_over_time(tables, width))
         start("drops", metrics.drops(tables))
         queues = metrics.queue_per_broker(tables)
-        queue_files = [pool.submit(_write_queue_per_broker, queues, report, len(reports) > 1) for report in reports]
+        queue_files = [pool.submit(_write_queue_per_broker, queues, report, same) for report in reports]
         arrivals = metrics.queue_at_arrivals(tables).cache()
         start("queue_at_arrivals", arrivals)
         peaks = metrics.queue_peaks(tables, arrivals, width).cache()
@@ -244,6 +246,8 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
         written.result()
     collected = {name: result.result() for name, result in running.items()}
     collected["migrations"] = metrics.with_hops_moved(collected["migrations"], metrics.overlay_links(tables))
+    collected = {name: _with_same(table, same, every_run) for name, table in collected.items()}
+    orders |= {label: orders[source] for label, source in same.items() if source in orders}
     for report in reports:
         _write(report, collected, orders)
 
@@ -255,12 +259,32 @@ def _collect(name: str, frame) -> pa.Table:
     return table
 
 
-def _write_queue_per_broker(queues, report: Report, several: bool) -> None:
-    """``tables/queue_per_broker`` of ``report`` (large: written by Spark, never collected)."""
+def _with_same(table: pa.Table, same: dict[str, str], runs: list[Run]) -> pa.Table:
+    """``table`` with the rows of each run in ``same`` (label -> the run computed in its
+    place): that run's rows, renamed (and with its own path where a table names paths)."""
+    if "run" not in table.column_names:
+        return table
+    paths = {run.label: str(run.path) for run in runs}
+    copies = []
+    for label, source in same.items():
+        rows = table.filter(pc.equal(table["run"], source))
+        rows = rows.set_column(rows.schema.get_field_index("run"), "run", pa.array([label] * len(rows), pa.string()))
+        if "path" in rows.column_names:
+            rows = rows.set_column(rows.schema.get_field_index("path"), "path",
+                                   pa.array([paths[label]] * len(rows), pa.string()))
+        copies.append(rows)
+    return pa.concat_tables([table, *copies]) if copies else table
+
+
+def _write_queue_per_broker(queues, report: Report, same: dict[str, str]) -> None:
+    """``tables/queue_per_broker`` of ``report`` (large: written by Spark, never collected);
+    a run computed under another's name takes that run's rows."""
     from pyspark.sql import functions as F
 
-    if several:
-        queues = queues.where(F.col("run").isin([run.label for run in report.runs]))
+    names = [(same.get(run.label, run.label), run.label) for run in report.runs]
+    mine = local_frame(queues.sparkSession, names, "computed string, name string")
+    queues = (queues.join(F.broadcast(mine), F.col("run") == F.col("computed"))
+              .drop("run", "computed").withColumnRenamed("name", "run").select(*queues.columns))
     queues.write.mode("overwrite").parquet(str(report.out / "tables" / "queue_per_broker"))
 
 

@@ -7,6 +7,7 @@ name; a table a run never wrote (no rows) is empty, not missing.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from actors.results import read_table
-from actors.storage import RunDir
+from actors.storage import RunDir, is_uri
 from analysis.window import TIME_COLUMNS, WHOLE_RUN, Window
 
 # The contract columns of each table (DESIGN.md section 9) in Spark DDL, for tables without rows.
@@ -71,6 +72,32 @@ def check_runs(paths: list[str | Path], window: Window = WHOLE_RUN) -> list[Run]
     if len(set(labels)) != len(labels):
         raise RunError(f"the same run directory is given twice: {', '.join(map(str, paths))}")
     return runs
+
+
+def same_tables(runs: list[Run]) -> dict[str, str]:
+    """Run label -> the label of an earlier run of ``runs`` whose tables are the very same
+    files (hard links: ``figure`` copies a run that two figures share) measured over the same
+    window: its metrics are that run's under another name. Runs at URIs are never matched."""
+    first: dict = {}
+    same = {}
+    for run in runs:
+        files = _local_files(run.path)
+        if files is None:
+            continue
+        source = first.setdefault((files, run.window), run.label)
+        if source != run.label:
+            same[run.label] = source
+    return same
+
+
+def _local_files(run_dir: RunDir) -> tuple | None:
+    """The identities (device, inode) of a local run's Parquet files, None for a URI."""
+    if is_uri(run_dir.location):
+        return None
+    found = []
+    for folder, _, names in os.walk(run_dir.root):
+        found += [os.stat(os.path.join(folder, name)) for name in names if name.endswith(".parquet")]
+    return tuple(sorted((s.st_dev, s.st_ino) for s in found)) or None
 
 
 def _run_dir(path) -> RunDir:

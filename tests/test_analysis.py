@@ -499,6 +499,35 @@ def test_a_window_measures_only_its_stretch_of_each_run(tmp_path, spark_session)
     spark_session.catalog.clearCache()
 
 
+def test_a_run_linked_under_another_name_is_computed_once(tmp_path, spark_session, capfd):
+    """A run hard-linked into another directory under another name (``figure`` copies a run
+    two figures share): its metrics are computed once with the original's and reported under
+    its own name and path; over a window of its own it is a run of its own."""
+    from analysis import job
+    from experiments.sweep import _copy_run
+
+    run(resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=30s"]), tmp_path / "run", progress=False)
+    _copy_run(tmp_path / "run", tmp_path / "linked", "linked")
+    listing = [{"out": str(tmp_path / "original"), "runs": [str(tmp_path / "run")]},
+               {"out": str(tmp_path / "copy"), "runs": [str(tmp_path / "linked")]},
+               {"out": str(tmp_path / "copy-window"), "runs": [str(tmp_path / "linked")], "window": {"from": 10}}]
+    reports = job.reports_listed(listing, WHOLE_RUN, 5)
+    capfd.readouterr()
+    job.analyse(spark_session, reports, small=True)
+    assert "analysis: summary: 2 rows" in capfd.readouterr().err
+    for table in ("summary", "delay_over_time", "queue_per_broker", "forwarding"):
+        original, copy = (_metric(tmp_path / name, table) for name in ("original", "copy"))
+        assert set(original.run) == {"unsub_burst_small_active"} and set(copy.run) == {"linked"}
+        if table == "summary":
+            assert (original.path.iloc[0], copy.path.iloc[0]) == (str(tmp_path / "run"), str(tmp_path / "linked"))
+        columns = [c for c in original.columns if c not in ("run", "path")]
+        pd.testing.assert_frame_equal(original[columns].sort_values(columns[:3]).reset_index(drop=True),
+                                      copy[columns].sort_values(columns[:3]).reset_index(drop=True), obj=table)
+    windowed = _metric(tmp_path / "copy-window", "summary").iloc[0]
+    assert 0 < windowed.deliveries < _metric(tmp_path / "copy", "summary").iloc[0].deliveries
+    spark_session.catalog.clearCache()
+
+
 def test_several_reports_go_to_one_job_as_a_listing(tmp_path, monkeypatch):
     """``analyse_reports`` (``figure A B``) starts one spark-submit with ``--reports`` naming
     each report and its runs; the listing is gone afterwards and every report gets the log."""
