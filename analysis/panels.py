@@ -351,12 +351,16 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
     series_looks = style.styles(names)
     lines = {name: tuple(np.array(v, dtype=float) for v in zip(*sorted(series[name]))) for name in names
              if series[name]}
+    xs = sorted({x for name in lines for x in lines[name][0]})
     for group in style.identical_groups(lines, names):
         x, y = lines[group[0]]
-        ax.plot(x, style.measure(panel.y).scale(y), label=style.group_label(group),
-                **series_looks[group[0]].line_kwargs(markers=True))
+        looks = series_looks[group[0]]
+        if len(x) == 1 and len(xs) > 1:  # a series the setting does not apply to (S0 has no soft links)
+            ax.axhline(style.measure(panel.y).scale(y)[0], color=looks.colour, linestyle="--", linewidth=1.2,
+                       label=f"{style.group_label(group)} (one run, at {sweep.label.split(' (')[0]} {x[0]:g})")
+            continue
+        ax.plot(x, style.measure(panel.y).scale(y), label=style.group_label(group), **looks.line_kwargs(markers=True))
     ax.set_xlabel(sweep.label)
-    xs = sorted({x for name in lines for x in lines[name][0]})
     if _evenly_spaced_in_log(xs):  # settings spread over decades (sampling factors, broker counts)
         ax.set_xscale("log")
     ax.set_xticks(xs, [f"{float(f'{x:.4g}'):g}" for x in xs])  # 750, not 750.002 (a reciprocal's rounding)
