@@ -12,6 +12,16 @@ from protocols.stack import make_broker
 from workloads.trace import publication_of
 
 
+def scenario_records(path, overrides=()) -> list[dict]:
+    """The trace records the workload generator of the scenario at ``path`` makes."""
+    from pathlib import Path
+
+    from experiments.scenario import generated_records, resolve
+
+    spec = resolve(Path(path), list(overrides))
+    return generated_records(spec.scenario, spec.graph, Path(path).parent, Path(path))
+
+
 def expected_deliveries(records: list[dict]) -> set[tuple[str, str]]:
     subs, advs, expected = {}, {}, set()
     for r in records:

@@ -250,8 +250,7 @@ def test_the_soft_link_papers_runs_deliver_the_oracles_pairs(every_figure_small)
     softlinks_paper_configs (C1, C2 and C3 under S0 and SH): exactly the pairs the brute-force
     oracle finds in their workloads, none twice."""
     from actors.results import read_table
-    from experiments.scenario import generated_records
-    from tests.oracle import expected_deliveries
+    from tests.oracle import expected_deliveries, scenario_records
 
     expected = {}
     for name in ("softlinks_paper_hops", "softlinks_paper_configs"):
@@ -260,8 +259,7 @@ def test_the_soft_link_papers_runs_deliver_the_oracles_pairs(every_figure_small)
             spec = resolve(scenario, figure.overrides(label, small=True))
             workload = json.dumps([spec.scenario["workload"], spec.scenario["seed"], sorted(spec.graph.edges)])
             if workload not in expected:
-                expected[workload] = expected_deliveries(generated_records(spec.scenario, spec.graph, scenario.parent,
-                                                                           scenario))
+                expected[workload] = expected_deliveries(scenario_records(scenario, figure.overrides(label, small=True)))
             deliveries = read_table(every_figure_small[0] / f"{name}-small" / "runs" / label, "deliveries")
             pairs = list(zip(deliveries.column("pub_id").to_pylist(), deliveries.column("sub_id").to_pylist()))
             assert len(pairs) == len(set(pairs)) and set(pairs) == expected[workload], (name, label)

@@ -17,7 +17,7 @@ from protocols.multitree import OFFLINE_SAMPLE, PLANS, MultitreeSettings
 from workloads.generators import GENERATORS
 from workloads.trace import compile_trace
 
-from .oracle import Pump, expected_deliveries
+from .oracle import Pump, expected_deliveries, scenario_records
 
 ALGORITHMS = ("MULT", "MULT2", "SINGLE", "SPT", "OPT", "SemCast", "SemCast-filtered")
 
@@ -418,13 +418,6 @@ def multitree_scenario(algorithm: str = "MULT", **settings) -> dict:
     }
 
 
-def scenario_records(scenario: dict) -> list[dict]:
-    topology = {k: v for k, v in scenario["topology"]["generator"].items() if k != "name"}
-    graph = topologies.transit_stub(**topology)
-    generator = {k: v for k, v in scenario["workload"]["generator"].items() if k != "name"}
-    return GENERATORS["keywords"](sorted(graph), graph, scenario["seed"], **generator)
-
-
 def run_rows(tmp_path, path, name: str, *overrides: str) -> dict:
     from actors.results import read_table
     from experiments.cli import main
@@ -438,9 +431,10 @@ def run_rows(tmp_path, path, name: str, *overrides: str) -> dict:
 @pytest.mark.parametrize("algorithm", ["MULT", "MULT2", "OPT"])
 def test_no_copy_is_lost_or_duplicated_while_trees_are_swapped(write_scenario, tmp_path, algorithm):
     scenario = multitree_scenario(algorithm)
-    rows = run_rows(tmp_path, write_scenario(scenario), "run")
+    path = write_scenario(scenario)
+    rows = run_rows(tmp_path, path, "run")
     pairs = [(d["pub_id"], d["sub_id"]) for d in rows["deliveries"]]
-    assert len(pairs) == len(set(pairs)) and set(pairs) == expected_deliveries(scenario_records(scenario))
+    assert len(pairs) == len(set(pairs)) and set(pairs) == expected_deliveries(scenario_records(path))
     events = [(e["t_us"], e["kind"], json.loads(e["detail"])) for e in rows["events"]]
     activations = [t for t, kind, _ in events if kind == "multitree_activated"]
     published = sorted(d["t_pub_us"] for d in rows["deliveries"])

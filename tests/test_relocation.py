@@ -16,7 +16,7 @@ from protocols.routing import LOCAL
 from protocols.stack import make_broker
 from workloads.generators import GENERATORS
 
-from .oracle import Pump, expected_deliveries
+from .oracle import Pump, expected_deliveries, scenario_records
 
 
 def protocol(covering: str = "none", pruning: dict | None = None, **relocation) -> dict:
@@ -200,23 +200,15 @@ def run_rows(tmp_path, path, name: str, *overrides: str) -> dict:
     return {t: read_table(out, t).to_pylist() for t in ("deliveries", "messages", "samples", "events")}
 
 
-def scenario_records(scenario: dict) -> list[dict]:
-    import topologies
-
-    generator = dict(scenario["workload"]["generator"])
-    del generator["name"]
-    graph = topologies.balanced_tree(**{k: v for k, v in scenario["topology"]["generator"].items() if k != "name"})
-    return GENERATORS["stock_quotes"](sorted(graph), seed=scenario["seed"], **generator)
-
-
 @pytest.mark.parametrize("algorithm, covering", [
     ("grape", "none"), ("grape", "active"), ("grape", "packing"), ("pop", "active"), ("pop", "lazy"),
 ])
 def test_migrations_lose_duplicate_and_reorder_nothing(write_scenario, tmp_path, algorithm, covering):
     scenario = relocation_scenario(algorithm, covering)
-    rows = run_rows(tmp_path, write_scenario(scenario), "run")
+    path = write_scenario(scenario)
+    rows = run_rows(tmp_path, path, "run")
     pairs = [(d["pub_id"], d["sub_id"]) for d in rows["deliveries"]]
-    assert len(pairs) == len(set(pairs)) and set(pairs) == expected_deliveries(scenario_records(scenario))
+    assert len(pairs) == len(set(pairs)) and set(pairs) == expected_deliveries(scenario_records(path))
     received = defaultdict(list)  # (subscription, publisher) -> quote numbers in delivery order
     for d in sorted(rows["deliveries"], key=lambda d: (d["t_deliver_us"], d["pub_id"])):
         symbol, number = d["pub_id"].rsplit("-", 1)
