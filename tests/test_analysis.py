@@ -499,6 +499,24 @@ def test_a_window_measures_only_its_stretch_of_each_run(tmp_path, spark_session)
     spark_session.catalog.clearCache()
 
 
+def test_a_run_counts_once_towards_the_small_run_settings(tmp_path, monkeypatch):
+    """Listed whole and over a window, and hard-linked under another name, a run's events count
+    once when the job decides whether its runs are small."""
+    from analysis import job
+    from analysis.runs import check_runs
+    from experiments.sweep import _copy_run
+
+    run(resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=5s"]), tmp_path / "run", progress=False)
+    _copy_run(tmp_path / "run", tmp_path / "linked", "linked")
+    events = json.loads((tmp_path / "run" / "manifest.json").read_text())["events"]
+    whole = check_runs([tmp_path / "run", tmp_path / "linked"])
+    windowed = [replace(r, label=f"{r.label} [from 1 s]", window=Window(1.0)) for r in whole]
+    monkeypatch.setattr(job, "SMALL_RUN_EVENTS", events + 1)
+    assert job.is_small(whole + windowed)
+    monkeypatch.setattr(job, "SMALL_RUN_EVENTS", events)
+    assert not job.is_small(whole[:1])
+
+
 def test_a_run_linked_under_another_name_is_computed_once(tmp_path, spark_session, capfd):
     """A run hard-linked into another directory under another name (``figure`` copies a run
     two figures share): its metrics are computed once with the original's and reported under
