@@ -226,22 +226,26 @@ def preserved_entries(rows, labels, path: Path):
 
 def links(rows, labels, path: Path):
     """Soft links held over all brokers, and uplink utilisation (mean and largest broker), per
-    sample; None when no run has soft links or uplink limits."""
+    sample, each panel only where some run has it; None when no run has soft links or uplink
+    limits."""
     held = _series(rows, "t_s", "soft_links")
     mean, largest = _series(rows, "t_s", "mean_uplink"), _series(rows, "t_s", "max_uplink")
-    if not held and not mean:
+    shown = [kind for kind, series in (("held", held), ("uplink", mean)) if series]
+    if not shown:
         return None
     colours = _colours(labels)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    _lines(top, labels, held, colours)
-    top.set(title="Soft links held, all brokers", ylabel="links")
-    _lines(bottom, labels, mean, colours)
-    _faint_lines(bottom, labels, largest, colours)
-    bottom.set(title="Uplink utilisation: mean (thick) and busiest broker (thin, faint)", xlabel="simulated time (s)",
-               ylabel="share of the interval", ylim=(0, 1.05))
-    for ax in (top, bottom):
-        if ax.lines:
-            ax.legend(fontsize="small")
+    fig, axes = plt.subplots(len(shown), 1, figsize=(9, 4 if len(shown) == 1 else 6), sharex=True, squeeze=False)
+    for ax, kind in zip(axes[:, 0], shown):
+        if kind == "held":
+            _lines(ax, labels, held, colours)
+            ax.set(title="Soft links held, all brokers", ylabel="links")
+        else:
+            _lines(ax, labels, mean, colours)
+            _faint_lines(ax, labels, largest, colours)
+            ax.set(title="Uplink utilisation: mean (thick) and busiest broker (thin, faint)",
+                   ylabel="share of the interval", ylim=(0, 1.05))
+        _legend(ax)
+    axes[-1, 0].set_xlabel("simulated time (s)")
     return _save(fig, path)
 
 

@@ -134,6 +134,24 @@ def test_the_generic_reports_bars_merge_identical_runs_and_skip_queues_that_neve
     assert plots.queues_overall(calm, list(share), tmp_path / "queued.png") == tmp_path / "queued.png"
 
 
+def test_the_links_plot_draws_only_what_some_run_has(tmp_path, monkeypatch):
+    """Soft links without uplink caps: one panel, not an empty utilisation one beside it; with
+    caps, both; with neither, no plot."""
+    from analysis import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append([ax.get_title() for ax in fig.axes]) or path)
+    rows = [{"run": run, "t_s": float(t), "soft_links": 10 * t if run == "SH" else 0, "mean_uplink": None,
+             "max_uplink": None} for run in ("S0", "SH") for t in range(4)]
+    assert plots.links(rows, ["S0", "SH"], tmp_path / "links.png") == tmp_path / "links.png"
+    for row in rows:
+        row.update(mean_uplink=0.5, max_uplink=0.9)
+    plots.links(rows, ["S0", "SH"], tmp_path / "links.png")
+    assert [len(titles) for titles in drawn] == [1, 2] and drawn[0][0] == "Soft links held, all brokers"
+    assert plots.links([{**row, "soft_links": None, "mean_uplink": None, "max_uplink": None} for row in rows],
+                       ["S0", "SH"], tmp_path / "none.png") is None
+
+
 @pytest.mark.parametrize("runs, name, beside", [(3, "run_{i}", False), (12, "run_{i}", True),
                                                (3, "run_{i} = other_run_{i} = third_run_{i}: identical", True),
                                                (12, "run_{i} = other_run_{i} = third_run_{i}: identical", True)])
