@@ -93,13 +93,18 @@ def _scenario_key(runs, *keys: str) -> bool:
 
 def bucket_width(widths_us: dict[str, int]):
     """The time bucket in microseconds of each row's run: a number when every run has the
-    same, else a column that picks the run's own."""
-    (first_run, first_us), *others = widths_us.items()
-    if all(width_us == first_us for _, width_us in others):
+    same, else a column that picks the run's own with one set lookup per distinct width (a
+    comparison per run made every row's cost grow with the runs, and with some 300 runs the
+    generated code outgrew the JVM's 64 KB method limit, so Spark fell back to interpreting)."""
+    runs_by_width: dict[int, list[str]] = {}
+    for run, width_us in widths_us.items():
+        runs_by_width.setdefault(width_us, []).append(run)
+    (first_us, _), *others = runs_by_width.items()
+    if not others:
         return first_us
-    width = F.when(F.col("run") == first_run, first_us)
-    for run, width_us in others:
-        width = width.when(F.col("run") == run, width_us)
+    width = F.lit(first_us)
+    for width_us, runs in others:
+        width = F.when(F.col("run").isin(*runs), width_us).otherwise(width)
     return width
 
 
