@@ -136,7 +136,7 @@ def read_tables(spark, runs: list[Run]) -> dict:
     for table, ddl in TABLES.items():
         if table in STATIC_TABLES:
             continue
-        frame = _measured(_read_runs(spark, runs, table, ddl), table, runs)
+        frame = _measured(_read_runs(spark, runs, table, ddl), table)
         for column, kind in PROTOCOL_COLUMNS.get(table, {}).items():
             if column not in frame.columns:
                 frame = frame.withColumn(column, F.lit(None).cast(kind))
@@ -162,28 +162,31 @@ def _read_runs(spark, runs: list[Run], table: str, ddl: str):
     parts = {path: same[0].path.names(table, "*.parquet") for path, same in by_path.items()}
     present = {path: same for path, same in by_path.items() if parts[path]}
     if not present:
-        return local_frame(spark, [], ddl + ", run string")
+        return local_frame(spark, [], f"{ddl}, run string, {MEASURED_FROM} bigint, {MEASURED_UNTIL} bigint")
     schema = _merged_schema([(same[0].path, table, parts[path]) for path, same in present.items()])
-    files = local_frame(spark, [(file, run.label) for path, same in present.items()
+    files = local_frame(spark, [(file, run.label, *_bounds(run)) for path, same in present.items()
                                 for file in spark.read.schema(schema).parquet(path).inputFiles() for run in same],
-                        f"{SOURCE_FILE} string, run string")
+                        f"{SOURCE_FILE} string, run string, {MEASURED_FROM} bigint, {MEASURED_UNTIL} bigint")
     frame = spark.read.schema(schema).parquet(*present)
     return frame.withColumn(SOURCE_FILE, F.input_file_name()).join(F.broadcast(files), SOURCE_FILE).drop(SOURCE_FILE)
 
 
-def _measured(frame, table: str, runs: list[Run]):
-    """The rows of ``table`` inside each run's window (every row for whole runs)."""
+MEASURED_FROM, MEASURED_UNTIL = "_measured_from_us", "_measured_until_us"  # a row's run's window; null: whole
+
+
+def _bounds(run: Run) -> tuple[int | None, int | None]:
+    return (None, None) if run.window.whole else run.measured_us
+
+
+def _measured(frame, table: str):
+    """The rows of ``table`` inside their run's window (every row of a whole run): one
+    comparison a row against the bounds its run's file brought (a condition per run made each
+    row's cost grow with the runs windowed)."""
     from pyspark.sql import functions as F
 
-    windowed = [run for run in runs if not run.window.whole]
-    if not windowed:
-        return frame
     time = F.col(TIME_COLUMNS[table])
-    inside = F.col("run").isin([run.label for run in runs if run.window.whole])  # one set lookup a row
-    for run in windowed:
-        start, end = run.measured_us
-        inside = inside | ((F.col("run") == run.label) & time.between(start, end))
-    return frame.where(inside)
+    inside = F.col(MEASURED_FROM).isNull() | time.between(F.col(MEASURED_FROM), F.col(MEASURED_UNTIL))
+    return frame.where(inside).drop(MEASURED_FROM, MEASURED_UNTIL)
 
 
 def local_frame(spark, rows: list[tuple], ddl: str):

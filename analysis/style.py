@@ -183,12 +183,17 @@ def measure(column: str) -> Measure:
 
 
 def label_axis(ax, axis: str, column: str) -> None:
-    """The axis's label with its unit; integer ticks for counts; percentages as such."""
+    """The axis's label with its unit; integer ticks for counts; percentages as such;
+    thousands separated (160,000, not 160000: ``readable_log`` replaces it on a log axis)."""
     m = measure(column)
     getattr(ax, f"set_{axis}label")(m.label)
     target = ax.xaxis if axis == "x" else ax.yaxis
     if m.integer:
         target.set_major_locator(MaxNLocator(integer=True))
+    target.set_major_formatter(THOUSANDS)
+
+
+THOUSANDS = FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}")
 
 
 def readable_log(ax, axis: str = "y") -> None:
