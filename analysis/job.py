@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -251,8 +253,7 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
     collected["migrations"] = metrics.with_hops_moved(collected["migrations"], metrics.overlay_links(tables))
     collected = {name: _with_same(table, same, every_run) for name, table in collected.items()}
     orders |= {label: orders[source] for label, source in same.items() if source in orders}
-    for report in reports:
-        _write(report, collected, orders)
+    _write_all(reports, collected, orders)
 
 
 def _collect(name: str, frame) -> pa.Table:
@@ -291,12 +292,32 @@ def _write_queue_per_broker(queues, report: Report, same: dict[str, str]) -> Non
     queues.write.mode("overwrite").parquet(str(report.out / "tables" / "queue_per_broker"))
 
 
-def _write(report: Report, collected: dict[str, pa.Table], orders: dict[str, list[str]]) -> None:
+def _write_all(reports: list[Report], collected: dict[str, pa.Table], orders: dict[str, list[str]]) -> None:
+    """Every report written: several at once, each in a process of its own, where there are
+    cores to spare (drawing the plots is most of it, about a quarter of a second a plot in
+    matplotlib, which draws on one core)."""
+    workers = min(len(reports), os.cpu_count() or 1)
+    if workers < 2:
+        for report in reports:
+            _write(report, _rows_of(report, collected), orders)
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        written = [pool.submit(_write, report, _rows_of(report, collected), orders) for report in reports]
+        for done in written:
+            done.result()
+
+
+def _rows_of(report: Report, collected: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """Every metric table's rows of ``report``'s runs."""
+    labels = pa.array([run.label for run in report.runs], pa.string())
+    return {name: table.filter(pc.is_in(table["run"], labels)) for name, table in collected.items()}
+
+
+def _write(report: Report, tables: dict[str, pa.Table], orders: dict[str, list[str]]) -> None:
     """``report``'s tables (its runs' rows of every metric), figures and page."""
     labels = [run.label for run in report.runs]
     rows = {}
-    for name, table in collected.items():
-        table = table.filter(pc.is_in(table["run"], pa.array(labels, pa.string())))
+    for name, table in tables.items():
         folder = report.out / "tables" / name
         folder.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, folder / "part-0.parquet")

@@ -122,12 +122,14 @@ def check(panel: Panel, variants: list[str]) -> None:
 
 
 def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, path: Path,
-         sweep: Sweep | None = None, windowed: Windowed | None = None) -> list[Drawn]:
+         sweep: Sweep | None = None, windowed: Windowed | None = None,
+         looks: dict[str, str] | None = None) -> list[Drawn]:
     """Draw ``panels`` on one page at ``path`` from the metric tables under ``tables``;
     ``runs``: run name in the tables -> variant label, in the figure's order; ``windowed``:
-    the runs over the figure's window, which panels but time ones are drawn from."""
+    the runs over the figure's window, which panels but time ones are drawn from; ``looks``:
+    variant -> a look it shares with others (the same strategy in two datasets)."""
     variants = list(runs.values())
-    page = _Page(variants, style.styles(variants), sweep, _core_order(tables))
+    page = _Page(variants, style.styles(variants, looks), sweep, _core_order(tables))
     shown, drawn = [], []
     for i, panel in enumerate(panels):
         over = windowed if windowed is not None and panel.over_window() else None

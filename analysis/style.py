@@ -13,7 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
 COLOURS = plt.get_cmap("tab10").colors
 LINE_STYLES = ("-", "--", "-.", ":")
@@ -32,11 +32,14 @@ class Style:
                 "markersize": 4}
 
 
-def styles(labels: list[str]) -> dict[str, Style]:
+def styles(labels: list[str], looks: dict[str, str] | None = None) -> dict[str, Style]:
     """One colour, line style and marker per variant, in the order given: the same variant
-    looks the same in every panel of a page, and no two variants differ by colour alone."""
-    return {label: Style(COLOURS[i % len(COLOURS)], LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)])
-            for i, label in enumerate(labels)}
+    looks the same in every panel of a page, and no two variants differ by colour alone.
+    ``looks``: variant -> a name variants share a style by (others have their own)."""
+    names = [(looks or {}).get(label, label) for label in labels]
+    by_name = {name: Style(COLOURS[i % len(COLOURS)], LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)])
+               for i, name in enumerate(dict.fromkeys(names))}
+    return {label: by_name[name] for label, name in zip(labels, names)}
 
 
 def short_labels(labels: list[str]) -> dict[str, str]:
@@ -190,10 +193,18 @@ def label_axis(ax, axis: str, column: str) -> None:
     target = ax.xaxis if axis == "x" else ax.yaxis
     if m.integer:
         target.set_major_locator(MaxNLocator(integer=True))
-    target.set_major_formatter(THOUSANDS)
+    target.set_major_formatter(_Thousands())
 
 
-THOUSANDS = FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}")
+class _Thousands(ScalarFormatter):
+    """Matplotlib's plain tick labels (0.8, 1.0, 1.2), but 160,000 rather than 160000 or 1.6e5."""
+
+    def __init__(self):
+        super().__init__(useOffset=False)
+        self.set_scientific(False)
+
+    def __call__(self, value, pos=None):
+        return f"{value:,.0f}" if abs(value) >= 1000 else super().__call__(value, pos)
 
 
 def readable_log(ax, axis: str = "y") -> None:

@@ -9,6 +9,7 @@ A figure is a YAML file in ``experiments/figures/``:
       active: {scenario: unsub_burst_active.yaml}
       selective: {scenario: unsub_burst_selective.yaml, set: [...], small: [protocol.pruning.window=20s],
                   series: selective}    # series: a sweep figure's line this run is a point of
+      # look: NAME: runs of one look share colour, line style and marker (one strategy in two datasets)
     small: [duration=300s, ...]    # --small: overrides that make every run test-sized (a run's
                                    # own ``small`` ones come after these)
     small_keeps: why the test-sized runs still show the mechanism the figure is about
@@ -53,7 +54,7 @@ FIGURE_DIR = Path(__file__).resolve().parent / "figures"
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_keeps", "sweep", "setup", "window", "summary",
         "panels", "plots")
-RUN_KEYS = ("scenario", "set", "small", "series")
+RUN_KEYS = ("scenario", "set", "small", "series", "look")
 SETUP_KEYS = ("paper", "ours", "small", "why")
 WINDOW_REPORT = "report-window"  # the report of a figure's runs over its window
 SILENT = ("n.s.", "not stated", "ambiguous")  # how a setup entry says the paper is silent or unclear
@@ -93,6 +94,7 @@ class Figure:
     sweep_key: str | None = None
     sweep_label: str | None = None
     series: dict[str, str] | None = None  # label -> its line in a sweep figure
+    looks: dict[str, str] | None = None  # label -> the look it shares with other runs (else its own)
     window: Window | None = None  # what of each run the values at the end measure (None: the whole run)
     small_window: Window | None = None  # the test-sized runs' (None: ``window``)
     sweep_reciprocal: bool = False  # the x axis shows 1 / the key's value (a rate for an interval)
@@ -127,7 +129,7 @@ def load(name: str) -> Figure:
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of {', '.join(KEYS)}")
     _known_keys(data, KEYS, str(path))
-    runs, series = _runs(data.get("runs") or {}, path)
+    runs, series, looks = _runs(data.get("runs") or {}, path)
     sweep_key, sweep_label, reciprocal = _sweep(data.get("sweep"), path)
     _check_summary(data.get("summary") or [], path)
     window, small_window = _window(data.get("window"), path)
@@ -136,7 +138,7 @@ def load(name: str) -> Figure:
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
         _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
         _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
-        sweep_key, sweep_label, series or None, window, small_window, reciprocal)
+        sweep_key, sweep_label, series or None, looks or None, window, small_window, reciprocal)
 
 
 def _sweep(given, path: Path) -> tuple[str | None, str | None, bool]:
@@ -180,12 +182,12 @@ def _known_keys(data: dict, keys: tuple, where: str) -> None:
             raise InputError(f"{where}: {key}: unknown key{hint}")
 
 
-def _runs(given: dict, path: Path) -> tuple[dict, dict]:
-    runs, series = {}, {}
+def _runs(given: dict, path: Path) -> tuple[dict, dict, dict]:
+    runs, series, looks = {}, {}, {}
     for label, entry in given.items():
         if not isinstance(entry, dict) or "scenario" not in entry:
             raise InputError(f"{path}: runs.{label}: expected {{scenario: FILE, set: [KEY=VALUE, ...], "
-                             "small: [...], series: NAME}}")
+                             "small: [...], series: NAME, look: NAME}}")
         _known_keys(entry, RUN_KEYS, f"{path}: runs.{label}")
         scenario = SCENARIO_DIR / entry["scenario"]
         if not scenario.is_file():
@@ -194,9 +196,11 @@ def _runs(given: dict, path: Path) -> tuple[dict, dict]:
                             [str(s) for s in entry.get("small") or []])
         if "series" in entry:
             series[str(label)] = str(entry["series"])
+        if "look" in entry:
+            looks[str(label)] = str(entry["look"])
     if not runs:
         raise InputError(f"{path}: runs: a figure needs at least one run")
-    return runs, series
+    return runs, series, looks
 
 
 def _setup(given: dict, path: Path) -> list[Setting]:
@@ -332,7 +336,8 @@ def write_page(figure: Figure, out: Path, small: bool) -> Path:
         out / WINDOW_REPORT / "tables", {name: label for label, name in _run_names(figure, window).items()},
         window, _seconds(window, rows))
     drawn = draw(figure.panels, report / "tables", {name: label for label, name in _run_names(figure).items()},
-                 _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out), windowed) \
+                 _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out), windowed,
+                 figure.looks) \
         if figure.panels else []
     summaries = [("Summary", rows)]
     if window is not None:

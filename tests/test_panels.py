@@ -7,6 +7,7 @@ import pytest
 
 from analysis import panels, style
 from analysis.panels import Panel, Sweep
+from experiments import figures
 
 RUNS = {"fig-S0": "S0", "fig-S1": "S1", "fig-S2": "S2", "fig-SH": "SH"}
 
@@ -100,6 +101,28 @@ def test_labels_lose_the_prefix_every_run_shares():
 def test_every_variant_differs_by_more_than_colour():
     looks = list(style.styles([f"v{i}" for i in range(8)]).values())
     assert len({(look.line, look.marker) for look in looks}) == 8
+
+
+def test_runs_of_one_look_share_it_and_the_others_keep_their_order():
+    """``look:`` in a figure's runs: one strategy in two datasets drawn alike."""
+    looks = style.styles(["DT4_S0", "DT4_S2", "DT5_S0", "DT5_S2", "extra"],
+                         {"DT4_S0": "S0", "DT5_S0": "S0", "DT4_S2": "S2", "DT5_S2": "S2"})
+    assert looks["DT4_S0"] == looks["DT5_S0"] != looks["DT4_S2"] == looks["DT5_S2"]
+    plain = style.styles(["S0", "S2", "extra"])
+    assert (looks["DT4_S0"], looks["DT4_S2"], looks["extra"]) == (plain["S0"], plain["S2"], plain["extra"])
+    assert figures.load("softlinks_paper_planetlab").looks["DT5_SH"] == "SH"
+
+
+def test_linear_axes_separate_thousands_and_keep_plain_decimals():
+    fig, ax = style.plt.subplots()
+    ax.bar([0, 1], [0.5, 1.4])
+    style.label_axis(ax, "y", "mean_hops")
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_yticklabels()][:3] == ["0.0", "0.2", "0.4"]
+    ax.set_ylim(0, 160_000)
+    fig.canvas.draw()
+    assert "160,000" in [t.get_text() for t in ax.get_yticklabels()]
+    style.plt.close(fig)
 
 
 def test_a_panel_must_name_a_column_with_a_unit():
