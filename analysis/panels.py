@@ -228,7 +228,7 @@ def _line_panel(ax, panel, rows, page: _Page, step: bool) -> None:
     series = {v: _points(panel, rows[v]) for v in variants if rows.get(v)}
     for group in style.identical_groups(series, variants):
         x, y = series[group[0]]
-        kwargs = looks[group[0]].line_kwargs(markers=len(x) <= 25)
+        kwargs = looks[group[0]].line_kwargs(points=len(x))
         label = style.group_label(group)
         if step:
             ax.step(x, y, where="post", label=label, **kwargs)
@@ -361,7 +361,7 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
             ax.axhline(style.measure(panel.y).scale(y)[0], color=looks.colour, linestyle="--", linewidth=1.2,
                        label=f"{style.group_label(group)} (one run, at {sweep.label.split(' (')[0]} {x[0]:g})")
             continue
-        ax.plot(x, style.measure(panel.y).scale(y), label=style.group_label(group), **looks.line_kwargs(markers=True))
+        ax.plot(x, style.measure(panel.y).scale(y), label=style.group_label(group), **looks.line_kwargs(points=len(x)))
     ax.set_xlabel(sweep.label)
     if _evenly_spaced_in_log(xs):  # settings spread over decades (sampling factors, broker counts)
         ax.set_xscale("log")

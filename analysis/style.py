@@ -27,19 +27,31 @@ class Style:
     line: str
     marker: str
 
-    def line_kwargs(self, markers: bool = False) -> dict:
-        return {"color": self.colour, "linestyle": self.line, "marker": self.marker if markers else None,
-                "markersize": 4}
+    def line_kwargs(self, points: int = 0) -> dict:
+        """A line of ``points`` points: marked at every point up to 25, at about 12 of them
+        beyond (lines sharing a colour and line style stay apart by their markers)."""
+        if not points:
+            return {"color": self.colour, "linestyle": self.line}
+        return {"color": self.colour, "linestyle": self.line, "marker": self.marker, "markersize": 4,
+                "markevery": 1 if points <= 25 else max(points // 12, 1)}
 
 
 def styles(labels: list[str], looks: dict[str, str] | None = None) -> dict[str, Style]:
     """One colour, line style and marker per variant, in the order given: the same variant
     looks the same in every panel of a page, and no two variants differ by colour alone.
-    ``looks``: variant -> a name variants share a style by (others have their own)."""
-    names = [(looks or {}).get(label, label) for label in labels]
-    by_name = {name: Style(COLOURS[i % len(COLOURS)], LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)])
-               for i, name in enumerate(dict.fromkeys(names))}
-    return {label: by_name[name] for label, name in zip(labels, names)}
+    ``looks``: variant -> a look several share (a strategy in several datasets): they share its
+    colour, and the first of each look is solid, the second dashed and so on (a dataset's line)."""
+    looks = looks or {}
+    names = list(dict.fromkeys(looks.get(label, label) for label in labels))
+    seen: dict[str, int] = {}
+    drawn = {}
+    for i, label in enumerate(labels):
+        name = looks.get(label, label)
+        line = seen.get(name, 0) if label in looks else i
+        seen[name] = seen.get(name, 0) + 1
+        drawn[label] = Style(COLOURS[names.index(name) % len(COLOURS)], LINE_STYLES[line % len(LINE_STYLES)],
+                             MARKERS[i % len(MARKERS)])
+    return drawn
 
 
 def short_labels(labels: list[str]) -> dict[str, str]:

@@ -104,12 +104,14 @@ def test_every_variant_differs_by_more_than_colour():
 
 
 def test_runs_of_one_look_share_it_and_the_others_keep_their_order():
-    """``look:`` in a figure's runs: one strategy in two datasets drawn alike."""
+    """``look:`` in a figure's runs: one strategy in two datasets in one colour, each dataset
+    in its line style; runs without a look keep a colour and line of their own."""
     looks = style.styles(["DT4_S0", "DT4_S2", "DT5_S0", "DT5_S2", "extra"],
                          {"DT4_S0": "S0", "DT5_S0": "S0", "DT4_S2": "S2", "DT5_S2": "S2"})
-    assert looks["DT4_S0"] == looks["DT5_S0"] != looks["DT4_S2"] == looks["DT5_S2"]
-    plain = style.styles(["S0", "S2", "extra"])
-    assert (looks["DT4_S0"], looks["DT4_S2"], looks["extra"]) == (plain["S0"], plain["S2"], plain["extra"])
+    assert looks["DT4_S0"].colour == looks["DT5_S0"].colour != looks["DT4_S2"].colour == looks["DT5_S2"].colour
+    assert looks["DT4_S0"].line == looks["DT4_S2"].line != looks["DT5_S0"].line == looks["DT5_S2"].line
+    assert len({(look.colour, look.line, look.marker) for look in looks.values()}) == 5
+    assert looks["extra"].colour not in (looks["DT4_S0"].colour, looks["DT4_S2"].colour)
     assert figures.load("softlinks_paper_planetlab").looks["DT5_SH"] == "SH"
 
 
