@@ -9,7 +9,7 @@ A figure is a YAML file in ``experiments/figures/``:
       active: {scenario: unsub_burst_active.yaml}
       selective: {scenario: unsub_burst_selective.yaml, set: [...], small: [protocol.pruning.window=20s],
                   series: selective}    # series: a sweep figure's line this run is a point of
-      # look: NAME: runs of one look share colour, line style and marker (one strategy in two datasets)
+      # look: NAME: runs of one look share its colour, each its own line style (a strategy in two datasets)
     small: [duration=300s, ...]    # --small: overrides that make every run test-sized (a run's
                                    # own ``small`` ones come after these)
     small_keeps: why the test-sized runs still show the mechanism the figure is about
