@@ -42,14 +42,14 @@ def styles(labels: list[str], looks: dict[str, str] | None = None) -> dict[str, 
     ``looks``: variant -> a look several share (a strategy in several datasets): they share its
     colour, and the first of each look is solid, the second dashed and so on (a dataset's line)."""
     looks = looks or {}
-    names = list(dict.fromkeys(looks.get(label, label) for label in labels))
-    seen: dict[str, int] = {}
+    colour_of = {name: i for i, name in enumerate(dict.fromkeys(looks.get(label, label) for label in labels))}
+    seen: dict[str, int] = {}  # look -> its runs so far
     drawn = {}
     for i, label in enumerate(labels):
         name = looks.get(label, label)
         line = seen.get(name, 0) if label in looks else i
         seen[name] = seen.get(name, 0) + 1
-        drawn[label] = Style(COLOURS[names.index(name) % len(COLOURS)], LINE_STYLES[line % len(LINE_STYLES)],
+        drawn[label] = Style(COLOURS[colour_of[name] % len(COLOURS)], LINE_STYLES[line % len(LINE_STYLES)],
                              MARKERS[i % len(MARKERS)])
     return drawn
 

@@ -289,7 +289,7 @@ def test_capped_uplinks_send_no_faster_than_the_cap_and_s0_delivers_less(every_f
     manifest = json.loads((root / "runs" / s0 / "manifest.json").read_text())
     start, end = window.of(manifest["sim_end_us"])
     summary = pq.read_table(root / figures.WINDOW_REPORT / "tables" / "summary").to_pandas().set_index("run")
-    delivered = {}
+    delivered, expected = {}, {}
     for label in (s0, s2):
         messages = read_table(root / "runs" / label, "messages").to_pandas()
         copies = messages[messages.sender.notna()].sort_values(["sender", "t_arrive_us"])
@@ -297,9 +297,12 @@ def test_capped_uplinks_send_no_faster_than_the_cap_and_s0_delivers_less(every_f
         assert gaps.min() >= 1_000_000 // cap and (gaps < 1_000_000 // (cap - 10)).mean() > 0.1, label  # busy
         deliveries = read_table(root / "runs" / label, "deliveries").to_pandas()
         scenario, *_ = figure.runs[label]
+        records = scenario_records(scenario, figure.overrides(label, small=True))
+        workload = json.dumps(records)  # the same under every strategy: its oracle is computed once
+        if workload not in expected:
+            expected[workload] = expected_deliveries(records)
         pairs = list(zip(deliveries.pub_id, deliveries.sub_id))
-        expected = expected_deliveries(scenario_records(scenario, figure.overrides(label, small=True)))
-        assert len(pairs) == len(set(pairs)) and set(pairs) <= expected, label  # some late, none wrong
+        assert len(pairs) == len(set(pairs)) and set(pairs) <= expected[workload], label  # some late, none wrong
         delivered[label] = int(deliveries.t_pub_us.between(start, end).sum())
         row = summary.loc[label_in(figure.run_name(label), window)]
         assert row.deliveries == delivered[label]
