@@ -34,6 +34,8 @@ def _series(rows: list[dict], x: str, y: str, **where) -> dict[str, tuple[np.nda
 
 
 def _save(fig, path: Path) -> Path:
+    for ax in fig.axes:
+        style.separate_thousands(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

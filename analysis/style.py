@@ -208,6 +208,14 @@ def label_axis(ax, axis: str, column: str) -> None:
     target.set_major_formatter(_Thousands())
 
 
+def separate_thousands(ax) -> None:
+    """Thousands separated on the axes that still show matplotlib's plain numbers (not log
+    axes, not category labels)."""
+    for target in (ax.xaxis, ax.yaxis):
+        if type(target.get_major_formatter()) is ScalarFormatter:
+            target.set_major_formatter(_Thousands())
+
+
 class _Thousands(ScalarFormatter):
     """Matplotlib's plain tick labels (0.8, 1.0, 1.2), but 160,000 rather than 160000 or 1.6e5."""
 

@@ -125,6 +125,14 @@ def test_linear_axes_separate_thousands_and_keep_plain_decimals():
     fig.canvas.draw()
     assert "160,000" in [t.get_text() for t in ax.get_yticklabels()]
     style.plt.close(fig)
+    fig, ax = style.plt.subplots()  # the generic report's plots: category labels kept
+    ax.bar([0, 1], [4_000, 12_000])
+    ax.set_xticks([0, 1], ["pub", "sub"])
+    style.separate_thousands(ax)
+    fig.canvas.draw()
+    assert "10,000" in [t.get_text() for t in ax.get_yticklabels()]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["pub", "sub"]
+    style.plt.close(fig)
 
 
 def test_a_panel_must_name_a_column_with_a_unit():
