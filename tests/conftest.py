@@ -29,23 +29,30 @@ def pytest_configure(config):
 
 RUNTIME_FIXTURES = ("ray_session", "spark_session", "analysis_in_session")
 RUNTIME_GROUP = "ray-and-spark"
+# Module fixtures whose tests take a worker of their own, with its own Ray instance and Spark
+# session: every figure's test-sized runs and their analysis are about two thirds of the
+# runtime tests' time, and on one worker with the rest they made it the suite's critical path
+# (bench/RESULTS.md, issue 34).
+OWN_RUNTIME_FIXTURES = ("every_figure_small",)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
 def pytest_collection_modifyitems(config, items):
     """How ``--dist loadgroup`` shares tests out among xdist workers. Tests that start Ray or
-    Spark (marked ``ray``, or using the session's Ray instance or Spark session) all go to one
-    worker: a second Ray instance or JVM on two cores slows both workers' runtime tests about
-    twice (bench/RESULTS.md), while the other worker runs the tests that need neither. Tests
-    that share a module-scoped fixture (runs made once and checked by several tests) go to one
+    Spark (marked ``ray``, or using the session's Ray instance or Spark session) go to one
+    worker: a second Ray instance or JVM on two cores slows both workers' runtime tests
+    (bench/RESULTS.md), while the other worker runs the tests that need neither. The
+    exception is ``OWN_RUNTIME_FIXTURES``: their tests form a second runtime group. Tests that
+    share a module-scoped fixture (runs made once and checked by several tests) go to one
     worker together, which builds the fixture once."""
     for item in items:
         fixtures = item._fixtureinfo.name2fixturedefs
-        if item.get_closest_marker("ray") or any(name in fixtures for name in RUNTIME_FIXTURES):
+        own = sorted(set(fixtures) & set(OWN_RUNTIME_FIXTURES))
+        if own:
+            item.add_marker(pytest.mark.xdist_group(f"{RUNTIME_GROUP}:{own[0]}"))
+        elif item.get_closest_marker("ray") or any(name in fixtures for name in RUNTIME_FIXTURES):
             item.add_marker(pytest.mark.xdist_group(RUNTIME_GROUP))
-            continue
-        shared = sorted(name for name, definitions in fixtures.items() if definitions[-1].scope == "module")
-        if shared:
+        elif shared := sorted(name for name, definitions in fixtures.items() if definitions[-1].scope == "module"):
             item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{shared[0]}"))
 
 
@@ -55,7 +62,7 @@ def pytest_runtest_call(item):
     would put a second Ray instance on the machine (mark it ``ray``)."""
     running_before = _ray_running()
     result = yield
-    grouped = any(mark.args == (RUNTIME_GROUP,) for mark in item.iter_markers("xdist_group"))
+    grouped = any(mark.args[0].startswith(RUNTIME_GROUP) for mark in item.iter_markers("xdist_group"))
     if os.environ.get("PYTEST_XDIST_WORKER") and not grouped and not running_before and _ray_running():
         sys.modules["ray"].shutdown()
         pytest.fail("this test started Ray but is not marked ray (tests/conftest.py: RUNTIME_GROUP)")

@@ -1,6 +1,7 @@
 """The test suite's own rules (tests/conftest.py): only missing optional data may skip a test;
-under xdist, tests that start Ray or Spark go to one worker, and tests that share a
-module-scoped fixture go to one worker together."""
+under xdist, tests that start Ray or Spark go to one worker (those of a fixture heavy enough to
+take a worker of its own to another), and tests that share a module-scoped fixture go to one
+worker together."""
 from tests.conftest import PROJECT_ROOT, RUNTIME_GROUP
 
 pytest_plugins = ["pytester"]
@@ -55,12 +56,20 @@ def test_tests_sharing_a_module_fixture_or_the_runtimes_go_to_one_worker(pyteste
 
         def test_alone(tmp_path):
             pass
+
+        @pytest.fixture(scope="module")
+        def every_figure_small(spark_session):
+            return 1
+
+        def test_with_a_worker_of_its_own(every_figure_small, runs):
+            pass
     """)
     items, _ = pytester.inline_genitems()
     groups = {item.name: [mark.args for mark in item.iter_markers("xdist_group")] for item in items}
     runtime = [(RUNTIME_GROUP,)]
     assert groups == {"test_marked": runtime, "test_in_spark": runtime, "test_one": [("test_groups:runs",)],
-                      "test_two": [("test_groups:runs",)], "test_alone": []}
+                      "test_two": [("test_groups:runs",)], "test_alone": [],
+                      "test_with_a_worker_of_its_own": [(f"{RUNTIME_GROUP}:every_figure_small",)]}
 
 
 def test_a_test_that_starts_ray_outside_the_runtime_group_fails_under_xdist(pytester, monkeypatch):
