@@ -23,6 +23,8 @@ import random
 import re
 from pathlib import Path
 
+from protocols.language import Publication
+
 from .generators import generator, rng_for
 
 RATINGS = {"random": (("low", 0.70), ("medium", 0.25), ("high", 0.05)),
@@ -133,14 +135,17 @@ def _advertisement(symbol: str) -> str:
     return f"[class,eq,'STOCK'],[symbol,eq,'{symbol}'],{numbers},{strings}"
 
 
-def _publication(symbol: str, quote: dict) -> str:
-    numbers = ",".join(f"[{name},{_number(quote[name])}]" for name in (*_FIELDS, "openClose%Diff", "highLow%Diff"))
-    strings = ",".join(f"[{name},'{quote[name]}']" for name in ("date", "closeEqualsLow", "closeEqualsHigh"))
-    return f"[class,'STOCK'],[symbol,'{symbol}'],{numbers},{strings}"
+def _publication(symbol: str, quote: dict) -> Publication:
+    """The quote as a parsed publication (handed to the trace as it is: hundreds of thousands
+    of quotes are not worth printing and parsing again); its text is ``str()`` of it."""
+    numbers = tuple((name, _number(quote[name])) for name in (*_FIELDS, "openClose%Diff", "highLow%Diff"))
+    strings = tuple((name, str(quote[name])) for name in ("date", "closeEqualsLow", "closeEqualsHigh"))
+    return Publication((("class", "STOCK"), ("symbol", symbol)) + numbers + strings)
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.6f}".rstrip("0")
+def _number(value: float) -> int | float:
+    """A whole number as an integer, else the value to six decimals (as quotes are printed)."""
+    return int(value) if float(value).is_integer() else float(f"{value:.6f}")
 
 
 def _subscriptions(streams, count: int, distribution: str, places: list[str], rng: random.Random,
