@@ -238,6 +238,7 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
         start("relocation", moved)
         trees = metrics.multitree(tables, runs).cache()
         start("multitree", trees)
+        start("multitree_steps", metrics.multitree_steps(tables))
         per_broker = metrics.forwarding(tables).cache()
         start("forwarding", per_broker)
         by_role = metrics.forwarding_by_role(per_broker).cache()

@@ -272,9 +272,11 @@ def multitree(t: dict, runs) -> DataFrame:
     """Per run under content-aware multi-tree routing (protocol.multitree): algorithm, dataset
     and sampling factor; publications and the communication cost (publication copies between
     brokers) in all and per publication, the same for the publications published from the
-    first active plan on (before it publications flood the coordinator's tree), the plans
-    computed and installed, the clusters (trees) of the last installed plan, and the trees
-    computed (COMPUTETREE calls: the planning work)."""
+    first active plan on (before it publications flood the coordinator's tree), the
+    duplicates among those copies (a copy reaching a broker that copy of the publication
+    reached before, on another tree: the paper's Fig. 7), the plans computed and installed,
+    the clusters (trees) of the last installed plan, and the trees computed (COMPUTETREE
+    calls: the planning work)."""
     spark = t["messages"].sparkSession
     info = []
     for r in runs:
@@ -283,7 +285,7 @@ def multitree(t: dict, runs) -> DataFrame:
             generator = ((r.manifest["scenario"].get("workload") or {}).get("generator") or {})
             info.append((r.label, settings["algorithm"], generator.get("dataset"), float(settings["sample"])))
     runs_frame = local_frame(spark, info, "run string, algorithm string, dataset string, sample double")
-    m = t["messages"].where(F.col("kind") == "pub")
+    m = t["messages"].where(F.col("kind") == "pub").join(F.broadcast(runs_frame.select("run")), "run")
     published = m.where(m.sender.isNull()).select("run", F.col("msg_id").alias("pub_id"),
                                                   F.col("t_arrive_us").alias("t_pub_us"))
     events = t["events"]
@@ -292,10 +294,16 @@ def multitree(t: dict, runs) -> DataFrame:
              .agg(F.min("t_us").alias("first_plan_us")))
     planned = published.join(first, "run", "left").withColumn(
         "planned", F.col("t_pub_us") >= F.col("first_plan_us"))
-    copies = (m.where(m.sender.isNotNull()).select("run", F.col("msg_id").alias("pub_id"))
-              .join(planned, ["run", "pub_id"]).groupBy("run")
+    arrivals = (m.where(m.sender.isNotNull()).select("run", F.col("msg_id").alias("pub_id"), "broker")
+                .join(planned, ["run", "pub_id"]))
+    reached = arrivals.dropDuplicates(["run", "pub_id", "broker"]).groupBy("run").agg(
+        F.sum(F.col("planned").cast("int")).alias("planned_reached"))
+    copies = (arrivals.groupBy("run")
               .agg(F.count(F.lit(1)).alias("copies"),
-                   F.sum(F.col("planned").cast("int")).alias("planned_copies")))
+                   F.sum(F.col("planned").cast("int")).alias("planned_copies"))
+              .join(reached, "run")
+              .withColumn("planned_duplicates", F.col("planned_copies") - F.col("planned_reached"))
+              .drop("planned_reached"))
     publications = planned.groupBy("run").agg(
         F.count(F.lit(1)).alias("publications"), F.sum(F.col("planned").cast("int")).alias("planned_publications"),
         (F.min("first_plan_us") / US).alias("first_plan_s"))
@@ -309,10 +317,30 @@ def multitree(t: dict, runs) -> DataFrame:
                  F.when(F.col("installed") == "true", F.col("t_us"))).alias("clusters"),
         F.sum("trees_computed").alias("trees_computed"))
     frame = (runs_frame.join(publications, "run", "left").join(copies, "run", "left").join(plans, "run", "left")
-             .fillna(0, ["copies", "planned_copies", "plans_computed", "plans_installed"])
+             .fillna(0, ["copies", "planned_copies", "planned_duplicates", "plans_computed", "plans_installed"])
              .withColumn("copies_per_publication", _ratio("copies", "publications"))
-             .withColumn("planned_copies_per_publication", _ratio("planned_copies", "planned_publications")))
+             .withColumn("planned_copies_per_publication", _ratio("planned_copies", "planned_publications"))
+             .withColumn("planned_duplicates_per_publication",
+                         _ratio("planned_duplicates", "planned_publications")))
     return frame if info else _nothing(frame)
+
+
+def multitree_steps(t: dict) -> DataFrame:
+    """Per run and plan (``plan``: 1 for the first the coordinator computed), each
+    configuration its clustering passed through (MULT, MULT2, SemCast; ``step`` 0 is one tree
+    per subscription group): its trees, its cost and its duplicates on the plan's sampled
+    documents, and both per sampled document (the paper's Figs. 6 and 7)."""
+    detail = lambda key: F.get_json_object("detail", f"$.{key}")  # noqa: E731
+    plans = (t["events"].where((F.col("kind") == "multitree_recomputed") & detail("steps").isNotNull())
+             .select("run", "t_us", detail("algorithm").alias("algorithm"), detail("docs").cast("long").alias("docs"),
+                     F.from_json(detail("steps"), "array<array<long>>").alias("steps"))
+             .withColumn("plan", F.row_number().over(Window.partitionBy("run").orderBy("t_us"))))
+    steps = plans.select("run", "plan", "algorithm", "docs", F.posexplode("steps").alias("step", "configuration"))
+    return (steps.select("run", "plan", "algorithm", "step",
+                         F.col("configuration")[0].alias("trees"), F.col("configuration")[1].alias("sampled_cost"),
+                         F.col("configuration")[2].alias("sampled_duplicates"), "docs")
+            .withColumn("sampled_cost_per_document", _ratio("sampled_cost", "docs"))
+            .withColumn("sampled_duplicates_per_document", _ratio("sampled_duplicates", "docs")))
 
 
 def hop_counts(t: dict) -> DataFrame:

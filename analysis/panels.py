@@ -2,7 +2,7 @@
 read with pyarrow: no Spark), the way the paper draws its figure.
 
 A panel plots one column ``y`` of one metric table, one line or bar per variant, in one of
-five kinds:
+six kinds:
 
 - ``time``: ``y`` over simulated time (``t_s``); the time axis is shared by every time panel
   of the page and cut to where something happens; a burst narrower than a tenth of the axis
@@ -12,7 +12,9 @@ five kinds:
   variant's value);
 - ``categories``: grouped bars, one group per value of ``x`` (message kind, broker; ``order:
   core`` puts the core brokers in their order along the core);
-- ``sweep``: ``y`` against a setting the runs vary, one line per series.
+- ``sweep``: ``y`` against a setting the runs vary, one line per series;
+- ``curve``: ``y`` against another column ``x`` of the table (a clustering's trees), one
+  line per variant.
 
 A figure with a window (values at the end, or a measured interval) draws every panel but
 the time ones from the report of its runs over that window; ``measured: run`` or ``window``
@@ -35,7 +37,7 @@ from analysis import style
 from analysis.style import plt
 from analysis.window import Window
 
-KINDS = ("time", "cdf", "bars", "categories", "sweep")
+KINDS = ("time", "cdf", "bars", "categories", "sweep", "curve")
 REDUCERS = {"sum": np.sum, "max": np.max, "mean": np.mean}
 BURST_SHARE = 0.1  # a burst above a tenth of its peak, narrower than this share of the axis, gets an inset
 
@@ -104,7 +106,7 @@ def check(panel: Panel, variants: list[str]) -> None:
     """A panel's spec is complete and names known columns and variants (ValueError otherwise)."""
     if panel.kind not in KINDS:
         raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {panel.kind!r}")
-    if panel.kind in ("cdf", "categories") and not panel.x:
+    if panel.kind in ("cdf", "categories", "curve") and not panel.x:
         raise ValueError(f"x: a {panel.kind} panel names its x column")
     if panel.reduce not in REDUCERS:
         raise ValueError(f"reduce: expected one of {', '.join(REDUCERS)}, got {panel.reduce!r}")
@@ -263,6 +265,11 @@ def _time(ax, panel, rows, page: _Page) -> None:
         ax.set_ylim(bottom=0)
 
 
+def _curve(ax, panel, rows, page: _Page) -> None:
+    """``y`` against the column ``x``, drawn as time panels draw ``y`` against time."""
+    _time(ax, panel, rows, page)
+
+
 def _cdf(ax, panel, rows, page: _Page) -> None:
     """A distribution: ``scale`` is its x axis's."""
     _line_panel(ax, panel, rows, page, step=True)
@@ -390,7 +397,7 @@ def _evenly_spaced_in_log(xs: list[float]) -> bool:
     return unevenness(np.log(xs)) < unevenness(np.array(xs))
 
 
-_PLOTTERS = {"time": _time, "cdf": _cdf, "bars": _bars, "categories": _categories, "sweep": _sweep}
+_PLOTTERS = {"time": _time, "cdf": _cdf, "bars": _bars, "categories": _categories, "sweep": _sweep, "curve": _curve}
 
 
 def _shared_time_range(panels: list[tuple[Panel, dict]]) -> tuple[float, float] | None:

@@ -178,6 +178,16 @@ MEASURES = {
                                       "publication copies between brokers per publication, whole run"),
     "relative_cost": Measure("cost relative to OPT", "copies per publication divided by OPT's"),
     "clusters": Measure("trees", "dissemination trees of the last plan (cluster 0 included)", integer=True),
+    "trees": Measure("trees", "dissemination trees (clusters) of the configuration", integer=True),
+    "sampled_cost_per_document": Measure("cost on the sample (copies per document)",
+                                         "edges of the subtrees joining each sampled document's publisher and "
+                                         "matching brokers, on every tree it is sent on, per document"),
+    "sampled_duplicates_per_document": Measure("duplicates per document",
+                                               "brokers a sampled document reaches on more than one of its trees, "
+                                               "counted once per extra tree, per document"),
+    "planned_duplicates_per_publication": Measure("duplicates per publication",
+                                                  "copies reaching a broker another copy of the publication "
+                                                  "reached before, per publication once a plan is active"),
     "sample": Measure("sampling factor", "share of the documents the plan is computed from"),
     "mean_hops": Measure("mean hops", "broker-to-broker links per delivery, mean"),
     "deliveries": Measure("deliveries", "publications delivered to subscribers", integer=True),

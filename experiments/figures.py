@@ -414,7 +414,7 @@ def _panel_caption(d: Drawn, windowed: bool) -> str:
 
     y = measure("relative_cost" if d.panel.relative_to else d.panel.y)
     text = f"y: {y.label}, {y.definition}" + (f" (relative to {d.panel.relative_to})" if d.panel.relative_to else "")
-    if d.panel.kind == "cdf":
+    if d.panel.kind in ("cdf", "curve"):
         x = measure(d.panel.x)
         text += f"; x: {x.label}, {x.definition}"
     elif d.panel.kind == "time":

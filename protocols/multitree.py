@@ -607,8 +607,10 @@ class Multitree:
         offline = self.multitree.plan == "offline"  # the paper's evaluation: its SINGLE serves every group
         tree_list, groups, cost = trees.configure(planner, algorithm, self.overlay.base, single_for_all=offline)
         install = before is None or (before - cost) > self.multitree.improvement * before
+        steps = {"steps": [[s.trees, s.cost, s.duplicates] for s in planner.steps]} if planner.steps else {}
         ctx.event("multitree_recomputed", algorithm=algorithm, docs=len(docs), clusters=len(tree_list),
-                  cost_before=before, cost_after=cost, trees_computed=planner.trees_computed, installed=install)
+                  cost_before=before, cost_after=cost, trees_computed=planner.trees_computed, installed=install,
+                  **steps)
         if install:
             self.epoch_count += 1
             plan = self._plan(self.epoch_count, tree_list, groups)

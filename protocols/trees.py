@@ -80,20 +80,23 @@ class Tree:
 
     def joining_edges(self, nodes) -> int:
         """Edges of the smallest subtree joining ``nodes`` (broker indices)."""
+        return max(len(self.joining_nodes(nodes)) - 1, 0)
+
+    def joining_nodes(self, nodes) -> set[int]:
+        """The brokers of the smallest subtree joining ``nodes`` (broker indices)."""
         nodes = sorted(set(nodes))
         if len(nodes) < 2:
-            return 0
+            return set(nodes)
         parent = self.parent
         top = nodes[0]
         for node in nodes[1:]:
             top = meet(parent, self.depth, top, node)
-        marked, count = set(), 0
+        marked = {top}
         for node in nodes:
-            while node != top and node not in marked:
+            while node not in marked:
                 marked.add(node)
-                count += 1
                 node = parent[node]
-        return count
+        return marked
 
     def next_hops(self, node: int, targets: np.ndarray) -> np.ndarray:
         """Per target broker index, the neighbour of ``node`` on the tree path toward it (the
@@ -330,10 +333,69 @@ class Cluster:
     cost: int
 
 
+@dataclass(frozen=True)
+class Step:
+    """A configuration a clustering passed through: its trees (clusters), its cost on the
+    sampled documents, and their duplicates there: copies of a document that reach a broker
+    already reached on another of its trees (the paper's Fig. 7; its publisher's broker
+    not counted)."""
+    trees: int
+    cost: int
+    duplicates: int
+
+
+class _Steps:
+    """The steps of one merge sequence, each cluster's reach per document kept so that a
+    merge recounts only the documents of the clusters it joins. ``channels``: the clusters
+    are SemCast channels (a matching document reaches every broker of the channel)."""
+
+    def __init__(self, planner: Planner, clusters, channels: bool = False) -> None:
+        self.planner = planner
+        self.channels = channels
+        self.reach: dict[frozenset, dict[int, set[int]]] = {}  # cluster -> document -> brokers it reaches
+        self.clusters_of: dict[int, list[frozenset]] = {}  # document -> the clusters it is sent on
+        self.duplicates: dict[int, int] = {}
+        for cluster in clusters:
+            self._add(cluster)
+        for doc in self.clusters_of:
+            self._recount(doc)
+        self.cost = planner.cost(list(clusters))
+        self.taken = [self._step()]
+
+    def merged(self, parts, merged: Cluster) -> None:
+        for part in parts:
+            for doc in self.reach.pop(part.groups):
+                self.clusters_of[doc].remove(part.groups)
+        self._add(merged)
+        for doc in merged.docs:
+            self._recount(doc)
+        self.cost += merged.cost - sum(part.cost for part in parts)
+        self.taken.append(self._step())
+
+    def _add(self, cluster: Cluster) -> None:
+        planner, reach = self.planner, {}
+        channel = planner.channel_brokers(cluster.groups) if self.channels else None
+        for doc in cluster.docs:
+            brokers = planner.docs[doc].brokers(cluster.groups) if channel is None else channel | {planner.docs[doc].publisher}
+            nodes = cluster.tree.joining_nodes(planner.index[b] for b in brokers)
+            reach[doc] = nodes - {planner.index[planner.docs[doc].publisher]}
+            self.clusters_of.setdefault(doc, []).append(cluster.groups)
+        self.reach[cluster.groups] = reach
+
+    def _recount(self, doc: int) -> None:
+        reached = [self.reach[groups][doc] for groups in self.clusters_of[doc]]
+        self.duplicates[doc] = sum(map(len, reached)) - len(set().union(*reached))
+
+    def _step(self) -> Step:
+        return Step(len(self.reach), self.cost, sum(self.duplicates.values()))
+
+
 class Planner:
     """Computes configurations (clusters with one tree each) for one overlay and one window
     of sampled documents; caches each cluster's tree, so a clustering pays COMPUTETREE once
-    per cluster it considers. ``trees_computed`` counts those calls (the work measure)."""
+    per cluster it considers. ``trees_computed`` counts those calls (the work measure).
+    ``steps``: after MULT, MULT2 or SemCast, each configuration of its merge sequence in order
+    (``Step``: the paper's Figs. 6 and 7), from one cluster per group on."""
 
     def __init__(self, graph: nx.Graph, docs: list[Doc], seed: int = 0,
                  members: dict[str, tuple[str, ...]] | None = None, span: str = "union") -> None:
@@ -347,6 +409,7 @@ class Planner:
         self.docs = docs
         self.seed = seed
         self.trees_computed = 0
+        self.steps: list[Step] = []
         self._clusters: dict[frozenset, Cluster] = {}
         self._channels: dict[frozenset, Cluster] = {}
         self._steiner: dict[frozenset, list] = {}  # terminal set -> Steiner tree edges
@@ -427,6 +490,7 @@ class Planner:
         cost reduction until no merge reduces cost. Only pairs sharing a document are
         considered: the cost of documents matching one side only cannot fall by merging."""
         clusters = {min(c.groups): c for c in (self.cluster([g]) for g in self.sampled_groups())}
+        steps = _Steps(self, clusters.values())
         while True:
             best, best_gain = None, 0
             for a, b in self._overlapping_pairs(clusters):
@@ -435,10 +499,13 @@ class Planner:
                 if gain > best_gain:
                     best, best_gain = (a, b), gain
             if best is None:
+                self.steps = steps.taken
                 return [clusters[k] for k in sorted(clusters)]
             a, b = best
-            merged = self.cluster(clusters.pop(a).groups | clusters.pop(b).groups)
+            parts = clusters.pop(a), clusters.pop(b)
+            merged = self.cluster(parts[0].groups | parts[1].groups)
             clusters[min(merged.groups)] = merged
+            steps.merged(parts, merged)
 
     def mult(self) -> list[Cluster]:
         """MULT (Algorithm 3): from one cluster per group, merge the pair whose documents
@@ -454,20 +521,23 @@ class Planner:
 
     def _merge_by_similarity(self, build) -> list[Cluster]:
         clusters = {min(c.groups): c for c in (build([g]) for g in self.sampled_groups())}
+        steps = _Steps(self, clusters.values(), channels=build == self.channel)
         best = list(clusters.values())
         best_cost = self.cost(best)
         while len(clusters) > 1:
             pairs = self._overlapping_pairs(clusters)
             if pairs:
                 a, b = max(pairs, key=lambda p: self._similarity(clusters[p[0]], clusters[p[1]]))
-                merged = build(clusters.pop(a).groups | clusters.pop(b).groups)
-                clusters[min(merged.groups)] = merged
+                parts = clusters.pop(a), clusters.pop(b)
             else:
-                merged = build(frozenset().union(*(c.groups for c in clusters.values())))
-                clusters = {min(merged.groups): merged}
+                parts, clusters = tuple(clusters.values()), {}
+            merged = build(frozenset().union(*(c.groups for c in parts)))
+            clusters[min(merged.groups)] = merged
+            steps.merged(parts, merged)
             cost = self.cost(list(clusters.values()))
             if cost < best_cost:
                 best, best_cost = [clusters[k] for k in sorted(clusters)], cost
+        self.steps = steps.taken
         return sorted(best, key=lambda c: min(c.groups))
 
     @staticmethod

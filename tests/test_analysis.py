@@ -321,9 +321,17 @@ def test_multitree_metrics_count_copies_before_and_after_the_first_plan(analysed
     assert row.planned_publications == len(planned) < len(published)
     assert row.planned_copies == copies.isin(planned).sum()
     assert row.planned_copies_per_publication == pytest.approx(row.planned_copies / len(planned))
-    installed = [json.loads(d) for d in events[events.kind == "multitree_recomputed"].detail]
-    installed = [d for d in installed if d["installed"]]
+    arrived = pubs[pubs.sender.notna() & pubs.msg_id.isin(planned)]
+    assert row.planned_duplicates == len(arrived) - len(arrived.drop_duplicates(["msg_id", "broker"])) > 0
+    plans = [json.loads(d) for d in events[events.kind == "multitree_recomputed"].sort_values("t_us").detail]
+    installed = [d for d in plans if d["installed"]]
     assert row.plans_installed == len(installed) >= 2 and row.clusters == installed[-1]["clusters"]
+    steps = _metric(out, "multitree_steps").sort_values(["plan", "step"])
+    assert list(steps.run.unique()) == [label]
+    expected = [(n, k, *step, plan["docs"]) for n, plan in enumerate(plans, start=1) for k, step in enumerate(plan["steps"])]
+    assert [tuple(r) for r in steps[["plan", "step", "trees", "sampled_cost", "sampled_duplicates", "docs"]].values] == expected
+    np.testing.assert_allclose(steps.sampled_duplicates_per_document, steps.sampled_duplicates / steps.docs)
+    assert steps.trees.max() > steps.trees.min() == 1  # MULT runs down to one tree
     summary = _metric(out, "summary").set_index("run")
     assert summary.loc[label].multitree == "MULT" and pd.isna(summary.loc["unsub_burst_small_none"].multitree)
     assert (out / "multitree.png").exists()

@@ -106,6 +106,49 @@ def test_clusterings_cost_no_more_than_one_tree_and_opt_costs_least():
         assert sorted(groups) == planner.sampled_groups()
 
 
+def duplicates_by_paths(graph: nx.Graph, planner: trees.Planner, clusters, channels: bool = False) -> int:
+    """The duplicates of a configuration counted from tree paths (networkx): per document,
+    the brokers each of its trees reaches (the paths from its publisher to its matching
+    brokers of that cluster, or to every broker of the channel) beyond the publisher's, summed,
+    less those reached at all."""
+    names = planner.names
+    total = 0
+    for doc in planner.docs:
+        reached = []
+        for cluster in clusters:
+            if not any(group in cluster.groups for group, _ in doc.groups):
+                continue
+            tree = nx.Graph((names[b], names[a]) for b, a in enumerate(cluster.tree.parent) if a >= 0)
+            tree.add_nodes_from(names)
+            ends = planner.channel_brokers(cluster.groups) if channels else doc.brokers(cluster.groups)
+            nodes = {n for end in ends for n in nx.shortest_path(tree, doc.publisher, end)} - {doc.publisher}
+            reached.append(nodes)
+        total += sum(map(len, reached)) - len(set().union(*reached))
+    return total
+
+
+@pytest.mark.parametrize("algorithm", ["mult", "mult2", "semcast"])
+def test_the_merge_steps_run_from_a_tree_per_group_and_count_cost_and_duplicates_as_the_trees_do(algorithm):
+    graph = topologies.transit_stub(seed=4)
+    docs = sampled_docs(graph, 60, 4)
+    members = {group: brokers for doc in docs for group, brokers in doc.groups}
+    planner = trees.Planner(graph, docs, members=members)
+    clusters = getattr(planner, algorithm)()
+    steps = planner.steps
+    channels = algorithm == "semcast"
+    singles = [planner.channel([g]) if channels else planner.cluster([g]) for g in planner.sampled_groups()]
+    assert steps[0] == trees.Step(len(singles), planner.cost(singles), duplicates_by_paths(graph, planner, singles, channels))
+    assert steps[0].duplicates > 0  # documents matching several groups
+    assert all(later.trees < earlier.trees for earlier, later in zip(steps, steps[1:]))
+    chosen = next(s for s in steps if s.trees == len(clusters) and s.cost == planner.cost(clusters))
+    assert chosen.duplicates == duplicates_by_paths(graph, planner, clusters, channels)
+    if algorithm == "mult2":  # it stops where no merge helps: its last step is its answer
+        assert steps[-1] == chosen and len(steps) > 1
+    else:  # down to one tree, keeping the cheapest configuration seen
+        assert steps[-1].trees == 1 and steps[-1].duplicates == 0
+        assert chosen.cost == min(s.cost for s in steps)
+
+
 def test_a_semcast_channel_costs_the_way_to_all_its_brokers_even_for_groups_no_document_matched():
     graph = nx.path_graph([f"b{i}" for i in range(6)])  # b0 - b1 - ... - b5
     docs = [trees.Doc("b0", (("g1", ("b2",)),))]  # matches g1 (at b2) only

@@ -78,6 +78,27 @@ def test_a_sweep_draws_one_line_per_series_against_the_setting(tables):
     style.plt.close(fig)
 
 
+def test_a_curve_draws_a_column_against_another_per_variant_in_its_order(tmp_path):
+    """Figs. 6-7 of the multi-tree paper: a clustering's cost after each merge step against
+    its trees, rows filtered by plan; points sorted by x whatever the rows' order."""
+    steps = [{"run": run, "plan": plan, "trees": trees, "cost": float(trees * slope + plan)}
+             for run, slope in (("fig-S0", 2), ("fig-S1", 1)) for plan in (1, 2) for trees in (5, 1, 3)]
+    _write(tmp_path, "multitree_steps", steps)
+    panel = Panel("Cost after each step", "multitree_steps", "sampled_cost_per_document", kind="curve", x="trees",
+                  where={"plan": 1})
+    rows = panels._rows(tmp_path, panel, RUNS)
+    rows = {v: [{**r, "sampled_cost_per_document": r["cost"]} for r in found] for v, found in rows.items()}
+    fig, ax = style.plt.subplots()
+    page = panels._Page(["S0", "S1"], style.styles(["S0", "S1"]), None, [])
+    panels._PLOTTERS["curve"](ax, panel, rows, page)
+    assert [(list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines] == [
+        ([1, 3, 5], [3, 7, 11]), ([1, 3, 5], [2, 4, 6])]
+    assert ax.get_xlabel().startswith("trees") and _legend(ax) == ["S0", "S1"]
+    style.plt.close(fig)
+    with pytest.raises(ValueError, match="x: a curve panel names its x column"):
+        panels.check(Panel("no x", "multitree_steps", "sampled_cost_per_document", kind="curve"), ["S0"])
+
+
 @pytest.mark.parametrize("settings, scale", [((1, 4, 16, 63), "log"), ((0.001, 0.003, 0.01, 0.1), "log"),
                                              ((1, 25, 50, 75), "linear"), ((10, 30, 50, 70), "linear")])
 def test_a_sweep_axis_is_logarithmic_where_its_settings_grow_by_ratios(tables, settings, scale):
