@@ -14,7 +14,7 @@ six kinds:
   core`` puts the core brokers in their order along the core);
 - ``sweep``: ``y`` against a setting the runs vary, one line per series;
 - ``curve``: ``y`` against another column ``x`` of the table (a clustering's trees), one
-  line per variant.
+  line per variant; ``scale`` is its x axis's, as for a cdf.
 
 A figure with a window (values at the end, or a measured interval) draws every panel but
 the time ones from the report of its runs over that window; ``measured: run`` or ``window``
@@ -266,8 +266,12 @@ def _time(ax, panel, rows, page: _Page) -> None:
 
 
 def _curve(ax, panel, rows, page: _Page) -> None:
-    """``y`` against the column ``x``, drawn as time panels draw ``y`` against time."""
-    _time(ax, panel, rows, page)
+    """``y`` against the column ``x``, a line per variant from zero; ``scale`` is the x axis's."""
+    _line_panel(ax, panel, rows, page, step=False)
+    ax.set_ylim(bottom=0)
+    if panel.scale == "log":
+        ax.set_xscale("log")
+        style.readable_log(ax, "x")
 
 
 def _cdf(ax, panel, rows, page: _Page) -> None:

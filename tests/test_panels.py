@@ -85,7 +85,7 @@ def test_a_curve_draws_a_column_against_another_per_variant_in_its_order(tmp_pat
              for run, slope in (("fig-S0", 2), ("fig-S1", 1)) for plan in (1, 2) for trees in (5, 1, 3)]
     _write(tmp_path, "multitree_steps", steps)
     panel = Panel("Cost after each step", "multitree_steps", "sampled_cost_per_document", kind="curve", x="trees",
-                  where={"plan": 1})
+                  where={"plan": 1}, scale="log")
     rows = panels._rows(tmp_path, panel, RUNS)
     rows = {v: [{**r, "sampled_cost_per_document": r["cost"]} for r in found] for v, found in rows.items()}
     fig, ax = style.plt.subplots()
@@ -94,6 +94,7 @@ def test_a_curve_draws_a_column_against_another_per_variant_in_its_order(tmp_pat
     assert [(list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines] == [
         ([1, 3, 5], [3, 7, 11]), ([1, 3, 5], [2, 4, 6])]
     assert ax.get_xlabel().startswith("trees") and _legend(ax) == ["S0", "S1"]
+    assert ax.get_xscale() == "log" and ax.get_ylim()[0] == 0  # scale: the x axis's, as a cdf's
     style.plt.close(fig)
     with pytest.raises(ValueError, match="x: a curve panel names its x column"):
         panels.check(Panel("no x", "multitree_steps", "sampled_cost_per_document", kind="curve"), ["S0"])
