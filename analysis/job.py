@@ -23,7 +23,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -64,16 +64,19 @@ def default_bucket_us(runs) -> int:
 
 class Requested(NamedTuple):
     """A report a job is asked for: its directory, its runs' paths and, when it measures them
-    over a window of its own, that window."""
+    over a window of its own, that window; ``looks``: run name -> a look several runs share
+    (a figure's, so that its report draws them as its panels do)."""
     out: Path
     runs: list
     window: window.Window | None = None
     plots: bool = True  # False: tables, summary and page only (a figure's window report)
+    looks: dict | None = None
 
     def listed(self) -> dict:
         """Its entry in a ``--reports`` listing."""
         own = {"window": window.as_mapping(self.window)} if self.window is not None else {}
         own |= {} if self.plots else {"plots": False}
+        own |= {"looks": dict(self.looks)} if self.looks else {}
         return {"out": str(self.out), "runs": list(map(str, self.runs)), **own}
 
 
@@ -84,6 +87,7 @@ class Report:
     runs: list[Run]
     bucket_us: int
     plots: bool = True
+    looks: dict = field(default_factory=dict)  # run name -> a look several runs share
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +140,7 @@ def reports_listed(listing: list, measured: window.Window, bucket: float | None 
                 own = window.from_mapping(given["window"])
                 runs = [replace(run, label=window.label_in(run.label, own), window=own) for run in runs]
             report = report_of(runs, Path(given["out"]), bucket)
-            reports.append(replace(report, plots=bool(given.get("plots", True))))
+            reports.append(replace(report, plots=bool(given.get("plots", True)), looks=dict(given.get("looks") or {})))
     except (TypeError, KeyError) as exc:
         raise ValueError(f"not a JSON list of {{out, runs, window}}: {exc!r}") from None
     labels = [run.label for report in reports for run in report.runs]
@@ -325,7 +329,7 @@ def _write(report: Report, tables: dict[str, pa.Table], orders: dict[str, list[s
         rows[name] = table.to_pylist()
     mine = {label: orders[label] for label in labels if label in orders}
     _write_core_order(mine, report.out)
-    figures = _figures(rows, _core(mine, report.runs), labels, report.out) if report.plots else {}
+    figures = _figures(rows, _core(mine, report.runs), labels, report.out, report.looks) if report.plots else {}
     write_report(report.out, report.runs, rows, figures, report.bucket_us)
 
 
@@ -348,12 +352,14 @@ def _core(orders: dict[str, list[str]], runs) -> list[str]:
     return []
 
 
-def _figures(collected: dict, core: list[str], labels: list[str], out: Path) -> dict[str, Path]:
-    """The report's plots, runs named without the prefix they all share."""
+def _figures(collected: dict, core: list[str], labels: list[str], out: Path, looks: dict[str, str]) -> dict[str, Path]:
+    """The report's plots, runs named without the prefix they all share, in the looks they
+    share (run name -> look)."""
     names = style.short_labels(labels)
     c = {metric: [{**row, "run": names.get(row["run"], row["run"])} if "run" in row else row for row in rows]
          for metric, rows in collected.items()}
-    labels = [names[label] for label in labels]
+    labels = style.Variants([names[label] for label in labels],
+                            {names[label]: look for label, look in looks.items() if label in names})
     drawn = {
         "Delivery delay over time": plots.delay_over_time(c["delay_over_time"], labels, out / "delay_over_time.png"),
         "Delivery delay distribution": plots.delay_cdf(c["delay_distribution"], labels, out / "delay_cdf.png"),

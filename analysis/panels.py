@@ -297,7 +297,8 @@ def _bars(ax, panel, rows, page: _Page) -> None:
     m = style.measure(column)
     heights = [float(m.scale(values[g[0]])) for g in groups]
     positions = np.arange(len(groups))
-    bars = ax.bar(positions, heights, color=[looks[g[0]].colour for g in groups], edgecolor="black", linewidth=0.5)
+    bars = ax.bar(positions, heights, color=[looks[g[0]].colour for g in groups], hatch=[looks[g[0]].hatch for g in groups],
+                  edgecolor="black", linewidth=0.5)
     ax.bar_label(bars, labels=[_format(h, m) for h in heights], fontsize="small", padding=2)
     crowded = len(groups) > 4
     ax.set_xticks(positions, [" = ".join(g) + ("\n(identical)" if len(g) > 1 else "") for g in groups],
@@ -329,7 +330,7 @@ def _categories(ax, panel, rows, page: _Page) -> None:
     width = 0.8 / len(groups)
     for i, group in enumerate(groups):
         ax.bar(np.arange(len(categories)) + i * width, style.measure(panel.y).scale(heights[group[0]]), width,
-               color=looks[group[0]].colour, edgecolor="black", linewidth=0.5,
+               color=looks[group[0]].colour, hatch=looks[group[0]].hatch, edgecolor="black", linewidth=0.5,
                label=style.group_label(group))
     long = max(len(str(c)) for c in categories) > 6 or len(categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,

@@ -61,19 +61,16 @@ def _roles(rows: list[dict]) -> list[str]:
     return roles[:1] if len(roles) == 2 and roles[0] == "all" else roles
 
 
-_HATCHES = ("", "//", "..", "xx")  # runs past the palette's colours (which repeat) differ by pattern too
-
-
 def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours) -> None:
     """One bar per run in each category, side by side; ``height(label, category)``. Runs whose
     bars are all equal are drawn once and named together."""
     heights = {label: np.array([height(label, c) for c in categories], dtype=float) for label in labels}
     groups = style.identical_groups(heights, labels)
     width = 0.8 / len(groups)
+    looks = style.styles(labels)
     for i, group in enumerate(groups):
-        hatch = _HATCHES[labels.index(group[0]) // len(style.COLOURS) % len(_HATCHES)]
-        ax.bar(np.arange(len(categories)) + i * width, heights[group[0]], width, color=colours[group[0]], hatch=hatch,
-               label=style.group_label(group))
+        ax.bar(np.arange(len(categories)) + i * width, heights[group[0]], width, color=colours[group[0]],
+               hatch=looks[group[0]].hatch, label=style.group_label(group))
     long = len(categories) > 6 or max(len(str(c)) for c in categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
                   ha="right" if long else "center")

@@ -18,6 +18,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, ScalarF
 COLOURS = plt.get_cmap("tab10").colors
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+HATCHES = ("", "//", "..", "xx")  # bars' line styles: a look's later runs, and runs past the palette
 DPI = 110
 
 
@@ -26,6 +27,7 @@ class Style:
     colour: tuple
     line: str
     marker: str
+    hatch: str = ""  # a bar's pattern
 
     def line_kwargs(self, points: int = 0) -> dict:
         """A line of ``points`` points: marked at every point up to 25, at about 12 of them
@@ -36,21 +38,32 @@ class Style:
                 "markevery": 1 if points <= 25 else max(points // 12, 1)}
 
 
+class Variants(list):
+    """Variant labels in their order, carrying the looks some of them share: the generic
+    report's plots take them where they take labels, and ``styles`` reads the looks."""
+
+    def __init__(self, labels, looks: dict[str, str] | None = None) -> None:
+        super().__init__(labels)
+        self.looks = dict(looks or {})
+
+
 def styles(labels: list[str], looks: dict[str, str] | None = None) -> dict[str, Style]:
     """One colour, line style and marker per variant, in the order given: the same variant
     looks the same in every panel of a page, and no two variants differ by colour alone.
     ``looks``: variant -> a look several share (a strategy in several datasets): they share its
-    colour, and the first of each look is solid, the second dashed and so on (a dataset's line)."""
-    looks = looks or {}
+    colour, and the first of each look is solid, the second dashed and so on (a dataset's line;
+    on bars, plain, then hatched); by default those ``Variants`` carry."""
+    looks = looks if looks is not None else getattr(labels, "looks", None) or {}
     colour_of = {name: i for i, name in enumerate(dict.fromkeys(looks.get(label, label) for label in labels))}
     seen: dict[str, int] = {}  # look -> its runs so far
     drawn = {}
     for i, label in enumerate(labels):
         name = looks.get(label, label)
         line = seen.get(name, 0) if label in looks else i
+        pattern = seen.get(name, 0) if label in looks else colour_of[name] // len(COLOURS)  # the palette repeats
         seen[name] = seen.get(name, 0) + 1
         drawn[label] = Style(COLOURS[colour_of[name] % len(COLOURS)], LINE_STYLES[line % len(LINE_STYLES)],
-                             MARKERS[i % len(MARKERS)])
+                             MARKERS[i % len(MARKERS)], HATCHES[pattern % len(HATCHES)])
     return drawn
 
 

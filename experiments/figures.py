@@ -284,7 +284,8 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
         for report_dir in (out / "report", out / WINDOW_REPORT):
             shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
         runs = [out / "runs" / label for label in figure.runs]
-        reports.append(Requested(out / "report", runs))
+        looks = {figure.run_name(label): look for label, look in (figure.looks or {}).items()}
+        reports.append(Requested(out / "report", runs, looks=looks))
         if figure.measured(small) is not None:
             reports.append(Requested(out / WINDOW_REPORT, runs, figure.measured(small), plots=False))
     if analyse(reports) != 0:

@@ -137,6 +137,29 @@ def test_runs_of_one_look_share_it_and_the_others_keep_their_order():
     assert figures.load("softlinks_paper_planetlab").looks["DT5_SH"] == "SH"
 
 
+def test_the_generic_report_draws_runs_in_the_looks_their_figure_gives_them(tmp_path):
+    """A figure's looks travel with its report's listing (run name -> look) and its plots draw
+    them: one strategy in two datasets in one colour, as on the figure's panels."""
+    from analysis import job, plots
+
+    requested = job.Requested(tmp_path / "report", ["fig-DT4_S0"], looks={"fig-DT4_S0": "S0"})
+    assert requested.listed()["looks"] == {"fig-DT4_S0": "S0"}
+    assert "looks" not in job.Requested(tmp_path / "report", ["fig-DT4_S0"]).listed()
+    labels = style.Variants(["DT4_S0", "DT4_S2", "DT5_S0", "DT5_S2"],
+                            {"DT4_S0": "S0", "DT5_S0": "S0", "DT4_S2": "S2", "DT5_S2": "S2"})
+    series = {label: ([0.0, 1.0], [float(i), float(i + 1)]) for i, label in enumerate(labels)}
+    fig, ax = style.plt.subplots()
+    plots._lines(ax, labels, series, plots._colours(labels))
+    colours = {line.get_label(): line.get_color() for line in ax.lines}
+    assert colours["DT4_S0"] == colours["DT5_S0"] != colours["DT4_S2"] == colours["DT5_S2"]
+    assert [line.get_linestyle() for line in ax.lines] == ["-", "-", "--", "--"]
+    style.plt.close(fig)
+    fig, ax = style.plt.subplots()  # bars: the second dataset's hatched
+    plots._grouped_bars(ax, ["all"], labels, lambda label, role: 1.0 + labels.index(label), plots._colours(labels))
+    assert [p.get_hatch() or "" for p in ax.patches] == ["", "", "//", "//"]
+    style.plt.close(fig)
+
+
 def test_linear_axes_separate_thousands_and_keep_plain_decimals():
     fig, ax = style.plt.subplots()
     ax.bar([0, 1], [0.5, 1.4])
