@@ -51,17 +51,19 @@ def styles(labels: list[str], looks: dict[str, str] | None = None) -> dict[str, 
     """One colour, line style and marker per variant, in the order given: the same variant
     looks the same in every panel of a page, and no two variants differ by colour alone.
     ``looks``: variant -> a look several share (a strategy in several datasets): they share its
-    colour, and the first of each look is solid, the second dashed and so on (a dataset's line;
-    on bars, plain, then hatched); by default those ``Variants`` carry."""
+    colour, and runs whose labels say the same besides their look ("DT5_S0", "DT5_S2": the
+    dataset) share a line style, solid for the first such condition, dashed for the next and so
+    on (on bars: plain, then hatched); by default those ``Variants`` carry."""
     looks = looks if looks is not None else getattr(labels, "looks", None) or {}
     colour_of = {name: i for i, name in enumerate(dict.fromkeys(looks.get(label, label) for label in labels))}
-    seen: dict[str, int] = {}  # look -> its runs so far
+    conditions: dict[str, int] = {}  # what a looked run's label says besides its look ("DT5_") -> its line
     drawn = {}
     for i, label in enumerate(labels):
         name = looks.get(label, label)
-        line = seen.get(name, 0) if label in looks else i
-        pattern = seen.get(name, 0) if label in looks else colour_of[name] // len(COLOURS)  # the palette repeats
-        seen[name] = seen.get(name, 0) + 1
+        if label in looks:
+            line = pattern = conditions.setdefault(label.replace(name, "", 1), len(conditions))
+        else:
+            line, pattern = i, colour_of[name] // len(COLOURS)  # past the palette, bars differ by pattern
         drawn[label] = Style(COLOURS[colour_of[name] % len(COLOURS)], LINE_STYLES[line % len(LINE_STYLES)],
                              MARKERS[i % len(MARKERS)], HATCHES[pattern % len(HATCHES)])
     return drawn

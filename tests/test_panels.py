@@ -135,6 +135,10 @@ def test_runs_of_one_look_share_it_and_the_others_keep_their_order():
     assert len({(look.colour, look.line, look.marker) for look in looks.values()}) == 5
     assert looks["extra"].colour not in (looks["DT4_S0"].colour, looks["DT4_S2"].colour)
     assert figures.load("softlinks_paper_planetlab").looks["DT5_SH"] == "SH"
+    labels = ["S0", "S1_fanout5", "S2_fanout5", "capped_S0", "capped_S1"]  # a sweep and a capped set
+    swept = style.styles(labels, {label: label.replace("capped_", "")[:2] for label in labels})
+    assert swept["capped_S0"].line == swept["capped_S1"].line != swept["S1_fanout5"].line == swept["S2_fanout5"].line
+    assert swept["capped_S0"].hatch == swept["capped_S1"].hatch and swept["S0"].line == "-"
 
 
 def test_the_generic_report_draws_runs_in_the_looks_their_figure_gives_them(tmp_path):
