@@ -61,7 +61,7 @@ def _roles(rows: list[dict]) -> list[str]:
     return roles[:1] if len(roles) == 2 and roles[0] == "all" else roles
 
 
-def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours) -> None:
+def _grouped_bars(ax, categories: list[str], labels: list[str], height) -> None:
     """One bar per run in each category, side by side; ``height(label, category)``. Runs whose
     bars are all equal are drawn once and named together."""
     heights = {label: np.array([height(label, c) for c in categories], dtype=float) for label in labels}
@@ -69,7 +69,7 @@ def _grouped_bars(ax, categories: list[str], labels: list[str], height, colours)
     width = 0.8 / len(groups)
     looks = style.styles(labels)
     for i, group in enumerate(groups):
-        ax.bar(np.arange(len(categories)) + i * width, heights[group[0]], width, color=colours[group[0]],
+        ax.bar(np.arange(len(categories)) + i * width, heights[group[0]], width, color=looks[group[0]].colour,
                hatch=looks[group[0]].hatch, label=style.group_label(group))
     long = len(categories) > 6 or max(len(str(c)) for c in categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
@@ -95,40 +95,39 @@ def _legend(ax) -> None:
     ax.legend(handles, wrapped, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
 
 
-def _lines(ax, labels, series, colours) -> bool:
+def _lines(ax, labels, series) -> bool:
     """One line per run in its colour and line style; runs whose series are identical drawn
     once and named together."""
     looks = style.styles(labels)
     groups = style.identical_groups(series, labels)
     for group in groups:
-        ax.plot(*series[group[0]], color=colours[group[0]], linestyle=looks[group[0]].line,
+        ax.plot(*series[group[0]], color=looks[group[0]].colour, linestyle=looks[group[0]].line,
                 label=style.group_label(group))
     return bool(groups)
 
 
-def _steps(ax, labels, series, colours) -> None:
+def _steps(ax, labels, series) -> None:
     """A distribution per run as steps, in its colour and line style; identical runs drawn
     once and named together."""
     looks = style.styles(labels)
     for group in style.identical_groups(series, labels):
-        ax.step(*series[group[0]], where="post", color=colours[group[0]], linestyle=looks[group[0]].line,
+        ax.step(*series[group[0]], where="post", color=looks[group[0]].colour, linestyle=looks[group[0]].line,
                 label=style.group_label(group))
 
 
-def _faint_lines(ax, labels, series, colours) -> None:
+def _faint_lines(ax, labels, series) -> None:
     """A second measure of each run beside its line from ``_lines``: thin and faint, in the
     run's colour and line style."""
     looks = style.styles(labels)
     for label in labels:
         if label in series:
-            ax.plot(*series[label], color=colours[label], linestyle=looks[label].line, linewidth=0.8, alpha=0.45)
+            ax.plot(*series[label], color=looks[label].colour, linestyle=looks[label].line, linewidth=0.8, alpha=0.45)
 
 
 def delay_over_time(rows, labels, path: Path):
-    colours = _colours(labels)
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    drawn = _lines(ax, labels, _series(rows, "t_s", "mean_s"), colours)
-    _faint_lines(ax, labels, _series(rows, "t_s", "max_s"), colours)
+    drawn = _lines(ax, labels, _series(rows, "t_s", "mean_s"))
+    _faint_lines(ax, labels, _series(rows, "t_s", "max_s"))
     if not drawn:
         plt.close(fig)
         return None
@@ -139,10 +138,9 @@ def delay_over_time(rows, labels, path: Path):
 
 
 def delay_cdf(rows, labels, path: Path):
-    colours = _colours(labels)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     series = _series(rows, "delay_s", "cdf")
-    _steps(ax, labels, series, colours)
+    _steps(ax, labels, series)
     if not series:
         plt.close(fig)
         return None
@@ -157,10 +155,9 @@ def queues_core(rows, labels, core: list[str], path: Path):
     """One panel per core broker, in order along the core, runs overlaid."""
     if not core:
         return None
-    colours = _colours(labels)
     fig, axes = plt.subplots(len(core), 1, figsize=(9, 2.2 * len(core)), sharex=True, squeeze=False)
     for ax, broker in zip(axes[:, 0], core):
-        _lines(ax, labels, _series(rows, "t_s", "max_queue", broker=broker), colours)
+        _lines(ax, labels, _series(rows, "t_s", "max_queue", broker=broker))
         ax.set(ylabel="queue (msgs)", title=f"input queue of {broker} (longest found by an arrival per bucket)")
         _queue_axis(ax)
         ax.legend(fontsize="small")  # per panel: which runs came out identical differs by broker
@@ -170,9 +167,8 @@ def queues_core(rows, labels, core: list[str], path: Path):
 
 def _time_panels(rows, labels, columns: list[str], shape: tuple[int, int], figsize, **shared):
     """One panel per column over simulated time, runs overlaid; None when there is nothing."""
-    colours = _colours(labels)
     fig, axes = plt.subplots(*shape, figsize=figsize, **shared)
-    drawn = [_lines(ax, labels, _series(rows, "t_s", column), colours) for ax, column in zip(axes, columns)]
+    drawn = [_lines(ax, labels, _series(rows, "t_s", column)) for ax, column in zip(axes, columns)]
     if not any(drawn):
         plt.close(fig)
         return None, None
@@ -199,10 +195,9 @@ def table_sizes(rows, labels, path: Path):
     roles = _roles(rows)
     if not roles:
         return None
-    colours = _colours(labels)
     fig, axes = plt.subplots(len(roles), 1, figsize=(9, 2.4 * len(roles)), sharex=True, squeeze=False)
     for ax, role in zip(axes[:, 0], roles):
-        _lines(ax, labels, _series(rows, "t_s", "mean_prt", role=role), colours)
+        _lines(ax, labels, _series(rows, "t_s", "mean_prt", role=role))
         ax.set(title=f"routing-table (PRT) size, {'all brokers' if role == 'all' else role + ' brokers'}",
                ylabel="mean entries")
     _legend(axes[0, 0])
@@ -216,7 +211,7 @@ def preserved_entries(rows, labels, path: Path):
     if not any(y.any() for _, y in series.values()):
         return None
     fig, ax = plt.subplots(figsize=(9, 4))
-    _lines(ax, labels, series, _colours(labels))
+    _lines(ax, labels, series)
     ax.set(title="Preserved subscriptions (kept as aggregates after unsubscription), all brokers",
            xlabel="simulated time (s)", ylabel="entries")
     _legend(ax)
@@ -232,15 +227,14 @@ def links(rows, labels, path: Path):
     shown = [kind for kind, series in (("held", held), ("uplink", mean)) if series]
     if not shown:
         return None
-    colours = _colours(labels)
     fig, axes = plt.subplots(len(shown), 1, figsize=(9, 4 if len(shown) == 1 else 6), sharex=True, squeeze=False)
     for ax, kind in zip(axes[:, 0], shown):
         if kind == "held":
-            _lines(ax, labels, held, colours)
+            _lines(ax, labels, held)
             ax.set(title="Soft links held, all brokers", ylabel="links")
         else:
-            _lines(ax, labels, mean, colours)
-            _faint_lines(ax, labels, largest, colours)
+            _lines(ax, labels, mean)
+            _faint_lines(ax, labels, largest)
             ax.set(title="Uplink utilisation: mean (thick) and busiest broker (thin, faint)",
                    ylabel="share of the interval", ylim=(0, 1.05))
         _legend(ax)
@@ -252,13 +246,12 @@ def triggered_along_core(rows, labels, core: list[str], path: Path):
     """Triggered subscriptions arriving at each core broker, in order along the core."""
     if not core:
         return None
-    colours = _colours(labels)
     triggered = defaultdict(int)
     for r in rows:
         if r["kind"] in ("sub", "sub_batch"):
             triggered[r["run"], r["broker"]] += r["triggered"] or 0
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    _grouped_bars(ax, core, labels, lambda label, broker: triggered[label, broker], colours)
+    _grouped_bars(ax, core, labels, lambda label, broker: triggered[label, broker])
     ax.set(title="Triggered subscriptions received, along the core", xlabel="core broker",
            ylabel="subscriptions")
     _legend(ax)
@@ -269,12 +262,11 @@ def messages_by_kind(rows, labels, path: Path):
     kinds = sorted({r["kind"] for r in rows})
     if not kinds:
         return None
-    colours = _colours(labels)
     processed = defaultdict(int)
     for r in rows:
         processed[r["run"], r["kind"]] += r["processed"]
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    _grouped_bars(ax, kinds, labels, lambda label, kind: processed[label, kind], colours)
+    _grouped_bars(ax, kinds, labels, lambda label, kind: processed[label, kind])
     ax.set(title="Messages processed by kind (all brokers)", xlabel="message kind", ylabel="messages",
            yscale="log")
     _legend(ax)
@@ -288,7 +280,7 @@ def utilisation(rows, labels, path: Path):
         if values:
             series[label] = (np.arange(1, len(values) + 1), np.array(values))
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    _lines(ax, labels, series, _colours(labels))
+    _lines(ax, labels, series)
     ax.set(title="Broker utilisation (busy time / simulated time), brokers ranked",
            xlabel="broker rank", ylabel="input utilisation (%)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # ranks are whole brokers
@@ -298,12 +290,11 @@ def utilisation(rows, labels, path: Path):
 
 
 def hop_cdf(rows, labels, path: Path):
-    colours = _colours(labels)
     series = _series(rows, "hops", "cdf")
     if not series:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    _steps(ax, labels, series, colours)
+    _steps(ax, labels, series)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(title="Publication hop counts", xlabel="hops from publisher's broker", ylabel="fraction of deliveries",
            ylim=(0, 1.02))
@@ -326,7 +317,6 @@ def forwarding(rows, labels, path: Path):
     roles = _roles(rows)
     if not roles:
         return None
-    colours = _colours(labels)
     value = {(r["run"], r["role"]): r for r in rows}
     panels = [(column, title) for column, title in (
         ("false_positive_fraction", "False-positive publication copies"),
@@ -336,7 +326,7 @@ def forwarding(rows, labels, path: Path):
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
     for ax, (column, title) in zip(axes[0], panels):
         _grouped_bars(ax, roles, labels,
-                      lambda label, role: 100 * ((value.get((label, role)) or {}).get(column) or 0), colours)
+                      lambda label, role: 100 * ((value.get((label, role)) or {}).get(column) or 0))
         ax.set(title=title + ("" if len(panels) == 2 else " (no false positives in any run)"),
                xlabel="broker role", ylabel="share of copies (%)")
         _legend(ax)  # each its own: runs identical in one panel may differ in the other
@@ -407,7 +397,7 @@ def faults(completeness, faults_rows, drop_rows, labels, path: Path):
         return None
     colours = _colours(labels)
     fig, axes = plt.subplots(2, 1, figsize=(10, 7), gridspec_kw={"height_ratios": [3, 2]})
-    _lines(axes[0], labels, _series(completeness, "t_s", "delivered_fraction"), colours)
+    _lines(axes[0], labels, _series(completeness, "t_s", "delivered_fraction"))
     for row in faults_rows:
         end = row["end_s"] if row["end_s"] is not None else axes[0].get_xlim()[1]
         axes[0].axvspan(row["start_s"], end, color=colours.get(row["run"], "grey"), alpha=0.12)
@@ -419,6 +409,6 @@ def faults(completeness, faults_rows, drop_rows, labels, path: Path):
     for r in drop_rows:
         totals[(r["run"], r["cause"])] += r["dropped"]
     if causes:
-        _grouped_bars(axes[1], causes, labels, lambda label, cause: totals[(label, cause)], colours)
+        _grouped_bars(axes[1], causes, labels, lambda label, cause: totals[(label, cause)])
     axes[1].set(title="Messages dropped by cause", ylabel="messages")
     return _save(fig, path)

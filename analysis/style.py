@@ -18,7 +18,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, ScalarF
 COLOURS = plt.get_cmap("tab10").colors
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-HATCHES = ("", "//", "..", "xx")  # bars' line styles: a look's later runs, and runs past the palette
+HATCHES = ("", "//", "..", "xx")  # bars' line styles: a look's later conditions, and runs past the palette
 DPI = 110
 
 

@@ -153,13 +153,13 @@ def test_the_generic_report_draws_runs_in_the_looks_their_figure_gives_them(tmp_
                             {"DT4_S0": "S0", "DT5_S0": "S0", "DT4_S2": "S2", "DT5_S2": "S2"})
     series = {label: ([0.0, 1.0], [float(i), float(i + 1)]) for i, label in enumerate(labels)}
     fig, ax = style.plt.subplots()
-    plots._lines(ax, labels, series, plots._colours(labels))
+    plots._lines(ax, labels, series)
     colours = {line.get_label(): line.get_color() for line in ax.lines}
     assert colours["DT4_S0"] == colours["DT5_S0"] != colours["DT4_S2"] == colours["DT5_S2"]
     assert [line.get_linestyle() for line in ax.lines] == ["-", "-", "--", "--"]
     style.plt.close(fig)
     fig, ax = style.plt.subplots()  # bars: the second dataset's hatched
-    plots._grouped_bars(ax, ["all"], labels, lambda label, role: 1.0 + labels.index(label), plots._colours(labels))
+    plots._grouped_bars(ax, ["all"], labels, lambda label, role: 1.0 + labels.index(label))
     assert [p.get_hatch() or "" for p in ax.patches] == ["", "", "//", "//"]
     style.plt.close(fig)
 
@@ -206,7 +206,7 @@ def test_the_generic_reports_bars_merge_identical_runs_and_skip_queues_that_neve
 
     fig, ax = style.plt.subplots()
     share = {"S0": 40.0, "S1": 30.0, "S2": 20.0, "SH": 20.0}
-    plots._grouped_bars(ax, ["all", "edge"], list(share), lambda label, role: share[label], plots._colours(list(share)))
+    plots._grouped_bars(ax, ["all", "edge"], list(share), lambda label, role: share[label])
     ax.legend()
     assert _legend(ax) == ["S0", "S1", "S2 = SH: identical"] and len(ax.patches) == 6
     style.plt.close(fig)
@@ -258,7 +258,7 @@ def test_bars_of_runs_past_the_palette_differ_by_pattern():
 
     fig, ax = style.plt.subplots()
     labels = [f"run{i}" for i in range(12)]
-    plots._grouped_bars(ax, ["pub"], labels, lambda label, kind: float(labels.index(label)), plots._colours(labels))
+    plots._grouped_bars(ax, ["pub"], labels, lambda label, kind: float(labels.index(label)))
     assert [p.get_hatch() or "" for p in ax.patches] == [""] * 10 + ["//"] * 2
     assert ax.patches[0].get_facecolor() == ax.patches[10].get_facecolor()  # the palette repeats
     style.plt.close(fig)
