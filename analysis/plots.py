@@ -195,7 +195,8 @@ def table_sizes(rows, labels, path: Path):
     roles = _roles(rows)
     if not roles:
         return None
-    fig, axes = plt.subplots(len(roles), 1, figsize=(9, 2.4 * len(roles)), sharex=True, squeeze=False)
+    height = max(2.4 * len(roles), 4.5)  # one role alone: room for the legend beside its lines
+    fig, axes = plt.subplots(len(roles), 1, figsize=(9, height), sharex=True, squeeze=False)
     for ax, role in zip(axes[:, 0], roles):
         _lines(ax, labels, _series(rows, "t_s", "mean_prt", role=role))
         ax.set(title=f"routing-table (PRT) size, {'all brokers' if role == 'all' else role + ' brokers'}",
