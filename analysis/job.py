@@ -11,7 +11,8 @@ for all of them in one pass (on small runs Spark's time goes to each query, not 
 several figures' reports cost about what one does). A report may measure its runs over a
 window of its own (``"window": {"last": 60}`` or ``{"from": 20, "until": 40}``, seconds), so
 that one job reports the same runs whole and, say, over their last minute; ``"plots": false``
-leaves a report's plots out (its tables, summary and page only). Exit status 2 when a path is
+leaves a report's plots out (its tables, summary and page only), ``"plots": [TITLE, ...]`` draws
+those alone. Exit status 2 when a path is
 not a complete run directory.
 """
 from __future__ import annotations
@@ -69,13 +70,13 @@ class Requested(NamedTuple):
     out: Path
     runs: list
     window: window.Window | None = None
-    plots: bool = True  # False: tables, summary and page only (a figure's window report)
+    plots: bool | tuple[str, ...] = True  # False: tables, summary and page only; titles: those plots alone
     looks: dict | None = None
 
     def listed(self) -> dict:
         """Its entry in a ``--reports`` listing."""
         own = {"window": window.as_mapping(self.window)} if self.window is not None else {}
-        own |= {} if self.plots else {"plots": False}
+        own |= {} if self.plots is True else {"plots": self.plots if self.plots is False else list(self.plots)}
         own |= {"looks": dict(self.looks)} if self.looks else {}
         return {"out": str(self.out), "runs": list(map(str, self.runs)), **own}
 
@@ -86,7 +87,7 @@ class Report:
     out: Path
     runs: list[Run]
     bucket_us: int
-    plots: bool = True
+    plots: bool | tuple[str, ...] = True  # as ``Requested.plots``
     looks: dict = field(default_factory=dict)  # run name -> a look several runs share
 
 
@@ -140,13 +141,23 @@ def reports_listed(listing: list, measured: window.Window, bucket: float | None 
                 own = window.from_mapping(given["window"])
                 runs = [replace(run, label=window.label_in(run.label, own), window=own) for run in runs]
             report = report_of(runs, Path(given["out"]), bucket)
-            reports.append(replace(report, plots=bool(given.get("plots", True)), looks=dict(given.get("looks") or {})))
+            reports.append(replace(report, plots=_plots_listed(given.get("plots", True)),
+                                   looks=dict(given.get("looks") or {})))
     except (TypeError, KeyError) as exc:
         raise ValueError(f"not a JSON list of {{out, runs, window}}: {exc!r}") from None
     labels = [run.label for report in reports for run in report.runs]
     if len(set(labels)) != len(labels):
         raise RunError("two reports have runs of the same name")
     return reports
+
+
+def _plots_listed(given) -> bool | tuple[str, ...]:
+    if isinstance(given, bool):
+        return given
+    if isinstance(given, list) and all(title in PLOTS for title in given):
+        return tuple(given)
+    raise ValueError(f"plots: expected true, false or a list of the report's plot titles ({', '.join(PLOTS)}), "
+                     f"got {given!r}")
 
 
 def report_of(runs: list[Run], out: Path, bucket: float | None = None) -> Report:
@@ -329,7 +340,8 @@ def _write(report: Report, tables: dict[str, pa.Table], orders: dict[str, list[s
         rows[name] = table.to_pylist()
     mine = {label: orders[label] for label in labels if label in orders}
     _write_core_order(mine, report.out)
-    figures = _figures(rows, _core(mine, report.runs), labels, report.out, report.looks) if report.plots else {}
+    wanted = PLOTS if report.plots is True else report.plots or ()
+    figures = _figures(rows, _core(mine, report.runs), labels, report.out, report.looks, wanted)
     write_report(report.out, report.runs, rows, figures, report.bucket_us)
 
 
@@ -352,35 +364,55 @@ def _core(orders: dict[str, list[str]], runs) -> list[str]:
     return []
 
 
-def _figures(collected: dict, core: list[str], labels: list[str], out: Path, looks: dict[str, str]) -> dict[str, Path]:
-    """The report's plots, runs named without the prefix they all share, in the looks they
-    share (run name -> look)."""
+PLOTS = ("Delivery delay over time", "Delivery delay distribution", "Core broker input queues",
+         "Input queues over all brokers", "Routing-table size", "Preserved entries", "Soft links and uplinks",
+         "Triggered subscriptions along the core", "Messages by kind", "Broker utilisation", "Publisher relocation",
+         "Multi-tree communication cost", "Hop counts", "Throughput and traffic",
+         "False positives and pure forwarders", "Faults: deliveries made and messages dropped")  # report order
+PLOTS_OVER_TIME = ("Delivery delay over time", "Core broker input queues", "Input queues over all brokers",
+                   "Routing-table size", "Preserved entries", "Soft links and uplinks", "Throughput and traffic",
+                   "Faults: deliveries made and messages dropped")
+
+
+def _figures(collected: dict, core: list[str], labels: list[str], out: Path, looks: dict[str, str],
+             wanted=PLOTS) -> dict[str, Path]:
+    """The report's plots of the titles ``wanted``, in the report's order, runs named without
+    the prefix they all share, in the looks they share (run name -> look)."""
     names = style.short_labels(labels)
     c = {metric: [{**row, "run": names.get(row["run"], row["run"])} if "run" in row else row for row in rows]
          for metric, rows in collected.items()}
     labels = style.Variants([names[label] for label in labels],
                             {names[label]: look for label, look in looks.items() if label in names})
-    drawn = {
-        "Delivery delay over time": plots.delay_over_time(c["delay_over_time"], labels, out / "delay_over_time.png"),
-        "Delivery delay distribution": plots.delay_cdf(c["delay_distribution"], labels, out / "delay_cdf.png"),
-        "Core broker input queues": plots.queues_core(c["queue_at_arrivals"], labels, core, out / "queues_core.png"),
-        "Input queues over all brokers": plots.queues_overall(c["queue_over_time"], labels, out / "queues_overall.png"),
-        "Routing-table size": plots.table_sizes(c["table_size_over_time"], labels, out / "table_size.png"),
-        "Preserved entries": plots.preserved_entries(c["table_size_over_time"], labels, out / "preserved.png"),
-        "Soft links and uplinks": plots.links(c["links_over_time"], labels, out / "links.png"),
-        "Triggered subscriptions along the core": plots.triggered_along_core(
+    span = plots.time_range(c)
+    draw = {
+        "Delivery delay over time": lambda: plots.delay_over_time(c["delay_over_time"], labels,
+                                                                  out / "delay_over_time.png", span),
+        "Delivery delay distribution": lambda: plots.delay_cdf(c["delay_distribution"], labels, out / "delay_cdf.png"),
+        "Core broker input queues": lambda: plots.queues_core(c["queue_at_arrivals"], labels, core,
+                                                              out / "queues_core.png", span),
+        "Input queues over all brokers": lambda: plots.queues_overall(c["queue_over_time"], labels,
+                                                                      out / "queues_overall.png", span),
+        "Routing-table size": lambda: plots.table_sizes(c["table_size_over_time"], labels, out / "table_size.png",
+                                                        span),
+        "Preserved entries": lambda: plots.preserved_entries(c["table_size_over_time"], labels,
+                                                             out / "preserved.png", span),
+        "Soft links and uplinks": lambda: plots.links(c["links_over_time"], labels, out / "links.png", span),
+        "Triggered subscriptions along the core": lambda: plots.triggered_along_core(
             c["messages_by_broker"], labels, core, out / "triggered_core.png"),
-        "Messages by kind": plots.messages_by_kind(c["messages_by_broker"], labels, out / "messages_by_kind.png"),
-        "Broker utilisation": plots.utilisation(c["broker_load"], labels, out / "utilisation.png"),
-        "Publisher relocation": plots.relocation(c["relocation"], c["summary"], labels, out / "relocation.png"),
-        "Multi-tree communication cost": plots.multitree(c["multitree"], labels, out / "multitree.png"),
-        "Hop counts": plots.hop_cdf(c["hop_counts"], labels, out / "hops_cdf.png"),
-        "Throughput and traffic": plots.throughput(c["throughput"], labels, out / "throughput.png"),
-        "False positives and pure forwarders": plots.forwarding(
+        "Messages by kind": lambda: plots.messages_by_kind(c["messages_by_broker"], labels,
+                                                           out / "messages_by_kind.png"),
+        "Broker utilisation": lambda: plots.utilisation(c["broker_load"], labels, out / "utilisation.png"),
+        "Publisher relocation": lambda: plots.relocation(c["relocation"], c["summary"], labels,
+                                                         out / "relocation.png"),
+        "Multi-tree communication cost": lambda: plots.multitree(c["multitree"], labels, out / "multitree.png"),
+        "Hop counts": lambda: plots.hop_cdf(c["hop_counts"], labels, out / "hops_cdf.png"),
+        "Throughput and traffic": lambda: plots.throughput(c["throughput"], labels, out / "throughput.png", span),
+        "False positives and pure forwarders": lambda: plots.forwarding(
             c["forwarding_by_role"], labels, out / "forwarding.png"),
-        "Faults: deliveries made and messages dropped": plots.faults(
-            c["completeness_over_time"], c["faults"], c["drops"], labels, out / "faults.png"),
+        "Faults: deliveries made and messages dropped": lambda: plots.faults(
+            c["completeness_over_time"], c["faults"], c["drops"], labels, out / "faults.png", span),
     }
+    drawn = {title: draw[title]() for title in PLOTS if title in wanted}
     return {title: path for title, path in drawn.items() if path is not None}
 
 

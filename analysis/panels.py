@@ -269,15 +269,17 @@ def _curve(ax, panel, rows, page: _Page) -> None:
     """``y`` against the column ``x``, a line per variant from zero; ``scale`` is the x axis's."""
     _line_panel(ax, panel, rows, page, step=False)
     ax.set_ylim(bottom=0)
-    if panel.scale == "log":
-        ax.set_xscale("log")
-        style.readable_log(ax, "x")
+    _x_scale(ax, panel)
 
 
 def _cdf(ax, panel, rows, page: _Page) -> None:
     """A distribution: ``scale`` is its x axis's."""
     _line_panel(ax, panel, rows, page, step=True)
     ax.set_ylim(0, 102)
+    _x_scale(ax, panel)
+
+
+def _x_scale(ax, panel: Panel) -> None:
     if panel.scale == "log":
         ax.set_xscale("log")
         style.readable_log(ax, "x")
@@ -406,14 +408,9 @@ _PLOTTERS = {"time": _time, "cdf": _cdf, "bars": _bars, "categories": _categorie
 
 
 def _shared_time_range(panels: list[tuple[Panel, dict]]) -> tuple[float, float] | None:
-    """From zero to a little past the last sample any time panel shows a non-zero value at."""
-    last = 0.0
-    for panel, rows in panels:
-        for variant_rows in rows.values():
-            for row in variant_rows:
-                if row.get(panel.y):
-                    last = max(last, row["t_s"])
-    return (0.0, last * 1.03) if last > 0 else None
+    """From zero to a little past the last activity any time panel shows (``style.last_activity``)."""
+    return style.time_range(max((style.last_activity(panel.y, *_points(panel, variant_rows))
+                                 for panel, rows in panels for variant_rows in rows.values()), default=0.0))
 
 
 def _inset_for_burst(ax, panel: Panel, rows: dict, page: _Page, time_range) -> None:

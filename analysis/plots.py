@@ -33,6 +33,45 @@ def _series(rows: list[dict], x: str, y: str, **where) -> dict[str, tuple[np.nda
     return {run: tuple(np.array(v) for v in zip(*sorted(p))) for run, p in points.items()}
 
 
+# the time tables the report plots over simulated time: table -> (its measures, what splits a
+# run's rows into series besides the run)
+TIME_TABLES = {
+    "delay_over_time": (("mean_s",), ()),
+    "queue_at_arrivals": (("max_queue",), ("broker",)),
+    "queue_over_time": (("max_queue",), ()),
+    "table_size_over_time": (("mean_prt", "preserved"), ("role",)),
+    "links_over_time": (("soft_links", "mean_uplink"), ()),
+    "throughput": (("deliveries_per_s", "pub_copies_per_s"), ()),
+    "completeness_over_time": (("delivered_fraction",), ()),
+}
+
+
+def time_range(collected: dict) -> tuple[float, float] | None:
+    """The time axis every time plot of a report shares: from zero to a little past the last
+    activity any of them shows (``style.last_activity``: a table that stopped changing, a rate
+    that fell to zero)."""
+    last = 0.0
+    for table, (columns, keys) in TIME_TABLES.items():
+        series = defaultdict(list)
+        for row in collected.get(table, []):
+            series[(row["run"], *(row[k] for k in keys))].append(row)
+        for rows in series.values():
+            rows.sort(key=lambda row: row["t_s"])
+            for column in columns:
+                last = max(last, style.last_activity(column, [r["t_s"] for r in rows], [r[column] for r in rows]))
+    return style.time_range(last)
+
+
+def _time_axis(axes, span) -> None:
+    for ax in np.ravel(axes):
+        if span is not None:
+            ax.set_xlim(*span)
+
+
+def _percent(series: dict) -> dict:
+    return {run: (x, 100 * y) for run, (x, y) in series.items()}
+
+
 def _save(fig, path: Path) -> Path:
     for ax in fig.axes:
         style.separate_thousands(ax)
@@ -79,31 +118,49 @@ def _grouped_bars(ax, categories: list[str], labels: list[str], height) -> None:
 _LEGEND_INSIDE = 8, 40  # at most this many runs, with names at most this long, fit inside the axes
 
 
-def _legend(ax) -> None:
+def _legend(ax, widen: bool = True) -> None:
     """The runs' legend: inside the axes for a few short names, beside them for many runs (a
-    sweep's) or long names (identical runs named together), the figure widened to hold it and
-    long names wrapped."""
+    sweep's) or long names (identical runs named together); ``widen`` as ``_legend_beside``."""
     handles, names = ax.get_legend_handles_labels()
     most, longest = _LEGEND_INSIDE
     if len(names) <= most and all(len(name) <= longest for name in names):
         ax.legend(fontsize="small")
-        return
+    else:
+        _legend_beside(ax, widen)
+
+
+def _legend_beside(ax, widen: bool = True) -> None:
+    """The runs' legend beside the axes, long names wrapped; ``widen``: the figure grows to
+    hold it (once per figure: the panels of one column share the room)."""
+    handles, names = ax.get_legend_handles_labels()
+    longest = _LEGEND_INSIDE[1]
     wrapped = [textwrap.fill(name, longest, subsequent_indent="  ") for name in names]
     lines = sum(name.count("\n") + 1 for name in wrapped)
     fig = ax.figure
-    fig.set_size_inches(fig.get_figwidth() + 4, max(fig.get_figheight(), 0.8 + 0.2 * lines))  # room for every line
+    if widen:
+        fig.set_size_inches(fig.get_figwidth() + 4, max(fig.get_figheight(), 0.8 + 0.2 * lines))  # every line
     ax.legend(handles, wrapped, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
 
 
-def _lines(ax, labels, series) -> bool:
+def _lines(ax, labels, series) -> list[list[str]]:
     """One line per run in its colour and line style; runs whose series are identical drawn
-    once and named together."""
+    once and named together. Returns those groups (none: nothing drawn)."""
     looks = style.styles(labels)
     groups = style.identical_groups(series, labels)
     for group in groups:
         ax.plot(*series[group[0]], color=looks[group[0]].colour, linestyle=looks[group[0]].line,
                 label=style.group_label(group))
-    return bool(groups)
+    return groups
+
+
+def _panel_legends(axes, groups: list[list[list[str]]]) -> None:
+    """The legend on the first of panels drawn by ``_lines`` (``groups``: each one's), and
+    again on each panel whose runs came out identical differently (a run hidden under another's
+    line there is named)."""
+    _legend(axes[0])
+    for ax, own in zip(axes[1:], groups[1:]):
+        if own and own != groups[0]:
+            _legend(ax, widen=False)
 
 
 def _steps(ax, labels, series) -> None:
@@ -124,7 +181,7 @@ def _faint_lines(ax, labels, series) -> None:
             ax.plot(*series[label], color=looks[label].colour, linestyle=looks[label].line, linewidth=0.8, alpha=0.45)
 
 
-def delay_over_time(rows, labels, path: Path):
+def delay_over_time(rows, labels, path: Path, span=None):
     fig, ax = plt.subplots(figsize=(9, 4.5))
     drawn = _lines(ax, labels, _series(rows, "t_s", "mean_s"))
     _faint_lines(ax, labels, _series(rows, "t_s", "max_s"))
@@ -133,6 +190,8 @@ def delay_over_time(rows, labels, path: Path):
         return None
     ax.set(title="Publication delivery delay (thick: mean, thin and faint: largest)", xlabel="simulated time (s)",
            ylabel="delay (s)", yscale="log")
+    style.readable_log(ax)
+    _time_axis(ax, span)
     _legend(ax)
     return _save(fig, path)
 
@@ -151,7 +210,7 @@ def delay_cdf(rows, labels, path: Path):
     return _save(fig, path)
 
 
-def queues_core(rows, labels, core: list[str], path: Path):
+def queues_core(rows, labels, core: list[str], path: Path, span=None):
     """One panel per core broker, in order along the core, runs overlaid."""
     if not core:
         return None
@@ -162,25 +221,27 @@ def queues_core(rows, labels, core: list[str], path: Path):
         _queue_axis(ax)
         ax.legend(fontsize="small")  # per panel: which runs came out identical differs by broker
     axes[-1, 0].set_xlabel("simulated time (s)")
+    _time_axis(axes, span)
     return _save(fig, path)
 
 
-def _time_panels(rows, labels, columns: list[str], shape: tuple[int, int], figsize, **shared):
-    """One panel per column over simulated time, runs overlaid; None when there is nothing."""
+def _time_panels(rows, labels, columns: list[str], shape: tuple[int, int], figsize, span, **shared):
+    """One panel per column over simulated time ``span``, runs overlaid; None when there is nothing."""
     fig, axes = plt.subplots(*shape, figsize=figsize, **shared)
     drawn = [_lines(ax, labels, _series(rows, "t_s", column)) for ax, column in zip(axes, columns)]
     if not any(drawn):
         plt.close(fig)
         return None, None
-    _legend(axes[0])
+    _time_axis(axes, span)
+    _panel_legends(axes, drawn)
     return fig, axes
 
 
-def queues_overall(rows, labels, path: Path):
+def queues_overall(rows, labels, path: Path, span=None):
     """Mean and largest input queue over time; not drawn when no broker had a queue at any sample."""
     if not any(r["max_queue"] for r in rows):
         return None
-    fig, axes = _time_panels(rows, labels, ["mean_queue", "max_queue"], (1, 2), (12, 4.5), sharey=True)
+    fig, axes = _time_panels(rows, labels, ["mean_queue", "max_queue"], (1, 2), (12, 4.5), span, sharey=True)
     if fig is None:
         return None
     axes[0].set(title="Mean input queue over all brokers", ylabel="queue (msgs)")
@@ -191,22 +252,24 @@ def queues_overall(rows, labels, path: Path):
     return _save(fig, path)
 
 
-def table_sizes(rows, labels, path: Path):
+def table_sizes(rows, labels, path: Path, span=None):
     roles = _roles(rows)
     if not roles:
         return None
     height = max(2.4 * len(roles), 4.5)  # one role alone: room for the legend beside its lines
     fig, axes = plt.subplots(len(roles), 1, figsize=(9, height), sharex=True, squeeze=False)
+    drawn = []
     for ax, role in zip(axes[:, 0], roles):
-        _lines(ax, labels, _series(rows, "t_s", "mean_prt", role=role))
+        drawn.append(_lines(ax, labels, _series(rows, "t_s", "mean_prt", role=role)))
         ax.set(title=f"routing-table (PRT) size, {'all brokers' if role == 'all' else role + ' brokers'}",
                ylabel="mean entries")
-    _legend(axes[0, 0])
+    _panel_legends(axes[:, 0], drawn)
     axes[-1, 0].set_xlabel("simulated time (s)")
+    _time_axis(axes, span)
     return _save(fig, path)
 
 
-def preserved_entries(rows, labels, path: Path):
+def preserved_entries(rows, labels, path: Path, span=None):
     """Pruning's preserved routing entries over all brokers (runs without pruning have none)."""
     series = _series([r for r in rows if r["role"] == "all"], "t_s", "preserved")
     if not any(y.any() for _, y in series.values()):
@@ -215,16 +278,17 @@ def preserved_entries(rows, labels, path: Path):
     _lines(ax, labels, series)
     ax.set(title="Preserved subscriptions (kept as aggregates after unsubscription), all brokers",
            xlabel="simulated time (s)", ylabel="entries")
+    _time_axis(ax, span)
     _legend(ax)
     return _save(fig, path)
 
 
-def links(rows, labels, path: Path):
+def links(rows, labels, path: Path, span=None):
     """Soft links held over all brokers, and uplink utilisation (mean and largest broker), per
     sample, each panel only where some run has it; None when no run has soft links or uplink
     limits."""
     held = _series(rows, "t_s", "soft_links")
-    mean, largest = _series(rows, "t_s", "mean_uplink"), _series(rows, "t_s", "max_uplink")
+    mean, largest = (_percent(_series(rows, "t_s", column)) for column in ("mean_uplink", "max_uplink"))
     shown = [kind for kind, series in (("held", held), ("uplink", mean)) if series]
     if not shown:
         return None
@@ -237,9 +301,10 @@ def links(rows, labels, path: Path):
             _lines(ax, labels, mean)
             _faint_lines(ax, labels, largest)
             ax.set(title="Uplink utilisation: mean (thick) and busiest broker (thin, faint)",
-                   ylabel="share of the interval", ylim=(0, 1.05))
-        _legend(ax)
+                   ylabel="share of each sample sending (%)", ylim=(0, 105))
+        _legend_beside(ax, widen=ax is axes[0, 0])  # lines start high on the left: a legend inside covers them
     axes[-1, 0].set_xlabel("simulated time (s)")
+    _time_axis(axes, span)
     return _save(fig, path)
 
 
@@ -303,8 +368,9 @@ def hop_cdf(rows, labels, path: Path):
     return _save(fig, path)
 
 
-def throughput(rows, labels, path: Path):
-    fig, axes = _time_panels(rows, labels, ["deliveries_per_s", "pub_copies_per_s"], (2, 1), (9, 6), sharex=True)
+def throughput(rows, labels, path: Path, span=None):
+    fig, axes = _time_panels(rows, labels, ["deliveries_per_s", "pub_copies_per_s"], (2, 1), (9, 6), span,
+                             sharex=True)
     if fig is None:
         return None
     axes[0].set(title="Throughput: deliveries to clients", ylabel="deliveries / s")
@@ -330,7 +396,7 @@ def forwarding(rows, labels, path: Path):
                       lambda label, role: 100 * ((value.get((label, role)) or {}).get(column) or 0))
         ax.set(title=title + ("" if len(panels) == 2 else " (no false positives in any run)"),
                xlabel="broker role", ylabel="share of copies (%)")
-        _legend(ax)  # each its own: runs identical in one panel may differ in the other
+        _legend(ax, widen=ax is axes[0, 0])  # each its own: runs identical in one panel may differ in the other
     return _save(fig, path)
 
 
@@ -391,7 +457,7 @@ def multitree(rows, labels, path: Path):
     return _save(fig, path)
 
 
-def faults(completeness, faults_rows, drop_rows, labels, path: Path):
+def faults(completeness, faults_rows, drop_rows, labels, path: Path, span=None):
     """Runs with faults: the share of the oracle's deliveries made over time, fault windows
     shaded, and the messages dropped by cause (drawn when some run had faults)."""
     if not completeness:
@@ -404,6 +470,7 @@ def faults(completeness, faults_rows, drop_rows, labels, path: Path):
         axes[0].axvspan(row["start_s"], end, color=colours.get(row["run"], "grey"), alpha=0.12)
     axes[0].set(title="Deliveries made of those the oracle expects (faults shaded)", xlabel="publication time (s)",
                 ylabel="delivered fraction", ylim=(0, 1.05))
+    _time_axis(axes[0], span)
     _legend(axes[0])
     causes = sorted({r["cause"] for r in drop_rows if r["cause"]})
     totals = defaultdict(int)

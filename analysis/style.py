@@ -70,15 +70,19 @@ def styles(labels: list[str], looks: dict[str, str] | None = None) -> dict[str, 
 
 
 def short_labels(labels: list[str]) -> dict[str, str]:
-    """Each label without the prefix (up to a ``-``) that every label shares: a figure's runs
-    are named ``<figure>-<variant>`` and the legend needs only the variant."""
+    """Each label without the prefix (up to a ``-``) that every label shares, and without a
+    window every label is measured over (`` [last 60 s]``): a figure's runs are named
+    ``<figure>-<variant>`` and the legend needs only the variant."""
     if len(labels) < 2:
         return {label: label for label in labels}
+    suffix = os.path.commonprefix([label[::-1] for label in labels])[::-1]
+    end = suffix.find(" [") if suffix.endswith("]") else -1
+    tail = len(suffix) - end if end >= 0 else 0
     prefix = os.path.commonprefix(labels)
     cut = prefix.rfind("-") + 1
-    if cut == 0 or any(len(label) == cut for label in labels):
-        return {label: label for label in labels}
-    return {label: label[cut:] for label in labels}
+    if cut == 0 or any(len(label) - tail <= cut for label in labels):
+        cut = 0
+    return {label: label[cut:len(label) - tail] for label in labels}
 
 
 def identical_groups(values: dict[str, object], labels: list[str]) -> list[list[str]]:
@@ -116,11 +120,14 @@ def group_label(group: list[str]) -> str:
 @dataclass(frozen=True)
 class Measure:
     """What a plotted column is: the axis label (with its unit), a one-line definition, and
-    how its values are shown (``percent``: a fraction shown as %, ``integer``: counts)."""
+    how its values are shown (``percent``: a fraction shown as %, ``integer``: counts).
+    ``level``: a quantity held over time (a table's size), which shows activity by changing,
+    where the others (rates, queues, delays) show it by not being zero."""
     label: str
     definition: str
     integer: bool = False
     percent: bool = False
+    level: bool = False
 
     def scale(self, values):
         return np.asarray(values, dtype=float) * (100.0 if self.percent else 1.0)
@@ -142,11 +149,12 @@ MEASURES = {
     "mean_queue": Measure("mean input queue (messages)", "input-queue length, mean over all brokers per sample"),
     "mean_core_queue": Measure("mean core input queue (messages)",
                                "input-queue length, mean over the core brokers per sample"),
-    "mean_prt": Measure("routing-table size (subscriptions)", "subscriptions a broker stores, mean over brokers"),
+    "mean_prt": Measure("routing-table size (subscriptions)", "subscriptions a broker stores, mean over brokers",
+                        level=True),
     "preserved": Measure("preserved subscriptions", "entries kept as aggregates after an unsubscription, "
-                         "summed over brokers", integer=True),
+                         "summed over brokers", integer=True, level=True),
     "soft_links": Measure("soft links held", "direct links beyond the primary tree, over all brokers",
-                          integer=True),
+                          integer=True, level=True),
     "mean_uplink": Measure("uplink utilisation (%)", "share of each sample its uplink was sending, mean over "
                            "brokers", percent=True),
     "max_uplink": Measure("busiest uplink's utilisation (%)", "share of each sample the busiest broker's uplink "
@@ -220,6 +228,19 @@ def measure(column: str) -> Measure:
         return MEASURES[column]
     except KeyError:
         raise KeyError(f"no measure for column {column!r}: add it to analysis.style.MEASURES") from None
+
+
+def last_activity(column: str, t, y) -> float:
+    """The last time a series of ``column`` shows something happening: for a level its last
+    change, for other measures its last non-zero value; 0 when there is none."""
+    t, y = np.asarray(t, dtype=float), np.nan_to_num(np.asarray(y, dtype=float))
+    moments = np.flatnonzero(np.diff(y)) + 1 if measure(column).level else np.flatnonzero(y)
+    return float(t[moments[-1]]) if len(moments) else 0.0
+
+
+def time_range(last: float) -> tuple[float, float] | None:
+    """A page's time axis: from zero to a little past the last activity any of its plots shows."""
+    return (0.0, last * 1.03) if last > 0 else None
 
 
 def label_axis(ax, axis: str, column: str) -> None:

@@ -57,7 +57,7 @@ def run_job(reports: list, small: bool, bucket: float | None, master: str,
         requested.out.mkdir(parents=True, exist_ok=True)
     log = reports[0].out / LOG_FILE
     listing = None
-    if len(reports) == 1 and reports[0].window is None and reports[0].plots:  # as the command line names it
+    if len(reports) == 1 and reports[0].window is None and reports[0].plots is True:  # as the command line names it
         command += [analysis.job.__file__, *map(str, reports[0].runs), "--out", str(reports[0].out)]
     else:
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="reports-", delete=False) as listing:

@@ -45,7 +45,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from analysis.job import Requested
+from analysis.job import PLOTS_OVER_TIME, Requested
 from analysis.panels import Drawn, Panel, Sweep, Windowed, check as check_panel
 from analysis.window import Window, from_mapping, label_in
 from protocols.errors import InputError
@@ -284,13 +284,26 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
         for report_dir in (out / "report", out / WINDOW_REPORT):
             shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
         runs = [out / "runs" / label for label in figure.runs]
-        looks = {figure.run_name(label): look for label, look in (figure.looks or {}).items()}
-        reports.append(Requested(out / "report", runs, looks=looks))
-        if figure.measured(small) is not None:
-            reports.append(Requested(out / WINDOW_REPORT, runs, figure.measured(small), plots=False))
+        window = figure.measured(small)
+        reports.append(Requested(out / "report", runs, looks=_looks(figure)))
+        if window is not None:
+            reports.append(Requested(out / WINDOW_REPORT, runs, window, plots=_plots_over_window(figure),
+                                     looks=_looks(figure, window)))
     if analyse(reports) != 0:
         raise RuntimeError(f"the analysis of {', '.join(str(out / 'runs') for _, out in figures)} failed")
     return [write_page(figure, out, small) for figure, out in figures]
+
+
+def _looks(figure: Figure, window: Window | None = None) -> dict[str, str]:
+    """Run name in the analysis (in the report over ``window``: there) -> its look."""
+    names = _run_names(figure, window)
+    return {names[label]: look for label, look in (figure.looks or {}).items()}
+
+
+def _plots_over_window(figure: Figure) -> tuple[str, ...]:
+    """The generic plots a windowed figure shows over its window, as its panels measure: those
+    not over time (the time plots show whole runs, the window within them)."""
+    return tuple(title for title in figure.plots if title not in PLOTS_OVER_TIME)
 
 
 def _run_variants(figure: Figure, out: Path, small: bool, max_parallel: int, address: str | None, report,
@@ -406,7 +419,7 @@ def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: 
         lines += ["", f"## {heading}", "", _summary_table(figure, summary_rows)]
     if figure.setup:
         lines += ["", "## Setup: the paper's and ours", "", _setup_table(figure.setup, small)]
-    lines += _generic_report(figure, report)
+    lines += _generic_report(figure, report, figure.measured(small))
     return lines
 
 
@@ -459,12 +472,19 @@ def _setup_table(setup: list[Setting], small: bool) -> str:
     return "\n".join(lines)
 
 
-def _generic_report(figure: Figure, report: Path) -> list[str]:
+def _generic_report(figure: Figure, report: Path, window: Window | None) -> list[str]:
+    """The figure's generic plots: over its ``window`` where it has one and a plot measures a
+    stretch of each run (as its panels do), otherwise over whole runs."""
     lines = ["", "## The generic report", ""]
-    drawn = _drawn_plots(report)
+    drawn = {title: f"{report.name}/{image}" for title, image in _drawn_plots(report).items()}
+    if window is not None:
+        lines += [f"Plots over time show whole runs; the others measure {window.phrase}, as the panels do.", ""]
+        over = report.parent / WINDOW_REPORT
+        drawn |= {title: f"{over.name}/{image}" for title, image in _drawn_plots(over).items()
+                  if title in _plots_over_window(figure)}
     for title in figure.plots:
         if title in drawn:
-            lines += [f"### {title}", "", f"![{title}](report/{drawn[title]})", ""]
+            lines += [f"### {title}", "", f"![{title}]({drawn[title]})", ""]
     lines.append("Every metric and plot of these runs: [report/report.md](report/report.md).")
     return lines
 

@@ -604,6 +604,11 @@ def test_the_job_reads_a_listing_of_reports_and_refuses_a_bad_one(tmp_path):
                           "--from", "1")
     assert [(r.label, r.window) for r in whole.runs] == [("hand", Window(start=1.0))]
     assert (whole.plots, last.plots) == (True, False)
+    chosen, = reports([{**both[0], "plots": ["Hop counts", "Broker utilisation"]}])
+    assert chosen.plots == ("Hop counts", "Broker utilisation")
+    assert Requested(tmp_path, [], plots=chosen.plots).listed()["plots"] == ["Hop counts", "Broker utilisation"]
+    with pytest.raises(ValueError, match="plots: expected true, false or a list of the report's plot titles"):
+        reports([{**both[0], "plots": ["Hop count"]}])
     assert [(r.label, r.window) for r in last.runs] == [("hand [last 2 s]", Window(last=2.0))]
     for bad in ({"last": "2"}, {"from": 3, "until": 1}, {"last": 2, "from": 1}, {"lsat": 2}):
         with pytest.raises(ValueError, match="window|expected"):

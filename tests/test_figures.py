@@ -12,6 +12,7 @@ import pytest
 
 from experiments import figures
 from experiments.cli import main
+from analysis.job import PLOTS_OVER_TIME
 from analysis.window import label_in
 from experiments.scenario import resolve, workloads_shared
 from protocols.errors import InputError
@@ -160,6 +161,10 @@ def _assert_values_over_the_window(figure, out: Path, page: str) -> None:
     for panel, caption in zip(figure.panels, captions):
         assert caption.endswith(f"over {window.phrase}.") == (panel.kind != "time" and panel.measured != "run"), caption
         assert ("shaded: the window" in caption) == (panel.kind == "time"), caption
+    images = dict(re.findall(r"^!\[(.+)\]\((.+)\)$", page.split("## The generic report")[1], re.M))
+    for title, image in images.items():  # plots over time whole, the others over the window, as the panels
+        report = "report" if title in PLOTS_OVER_TIME else figures.WINDOW_REPORT
+        assert image.startswith(report + "/") and (out / image).is_file(), (title, image)
 
 
 @pytest.mark.ray

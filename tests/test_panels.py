@@ -118,6 +118,10 @@ def test_labels_lose_the_prefix_every_run_shares():
         "softlinks_dense-S0": "S0", "softlinks_dense-S1": "S1"}
     assert style.short_labels(["a-b", "c-d"]) == {"a-b": "a-b", "c-d": "c-d"}
     assert style.short_labels(["x-1", "x-"]) == {"x-1": "x-1", "x-": "x-"}  # a label would be empty
+    assert style.short_labels(["fig-S0 [last 60 s]", "fig-S2 [last 60 s]"]) == {  # a window report's
+        "fig-S0 [last 60 s]": "S0", "fig-S2 [last 60 s]": "S2"}
+    assert style.short_labels(["fig-S0 [last 6 s]", "fig-S2 [last 60 s]"]) == {
+        "fig-S0 [last 6 s]": "S0 [last 6 s]", "fig-S2 [last 60 s]": "S2 [last 60 s]"}
 
 
 def test_every_variant_differs_by_more_than_colour():
@@ -262,3 +266,57 @@ def test_bars_of_runs_past_the_palette_differ_by_pattern():
     assert [p.get_hatch() or "" for p in ax.patches] == [""] * 10 + ["//"] * 2
     assert ax.patches[0].get_facecolor() == ax.patches[10].get_facecolor()  # the palette repeats
     style.plt.close(fig)
+
+
+def test_activity_is_a_level_changing_or_another_measure_not_zero():
+    t = [0.0, 10.0, 20.0, 30.0, 40.0]
+    assert style.last_activity("mean_prt", t, [5, 8, 8, 8, 8]) == 10.0  # a table that stopped growing
+    assert style.last_activity("mean_prt", t, [5, 5, 5, 5, 5]) == 0.0
+    assert style.last_activity("deliveries_per_s", t, [3, 0, 4, 0, 0]) == 20.0  # a rate that fell to zero
+    assert style.last_activity("mean_s", t, [0.1, None, 0.2, None, None]) == 20.0
+    assert style.time_range(20.0) == (0.0, 20.6) and style.time_range(0.0) is None
+
+
+def test_the_generic_time_plots_of_a_report_share_one_time_axis_cut_to_activity(tmp_path, monkeypatch):
+    """Table sizes sampled until 300 s stopped changing at 50 s, deliveries went on until 240 s:
+    every time plot runs from 0 to just past 240 s, the plots not over time keep their own axes."""
+    from analysis import job, plots
+
+    limits = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, path: limits.update(
+        {path.name: {tuple(round(x, 1) for x in ax.get_xlim()) for ax in fig.axes}}) or path)
+    runs = ["fig-none", "fig-active"]
+    samples = [float(t) for t in range(0, 301, 10)]
+    collected = {name: [] for name in plots.TIME_TABLES} | {"faults": [], "drops": []} | {
+        "table_size_over_time": [{"run": run, "t_s": t, "role": "all", "mean_prt": min(t, 50.0) + i,
+                                  "preserved": None} for i, run in enumerate(runs) for t in samples],
+        "delay_over_time": [{"run": run, "t_s": t, "mean_s": 0.01, "max_s": 0.02}
+                            for run in runs for t in samples if t <= 240],
+        "throughput": [{"run": run, "t_s": t, "deliveries_per_s": 5.0 if t <= 240 else 0.0,
+                        "pub_copies_per_s": 9.0 if t <= 240 else 0.0} for run in runs for t in samples],
+        "hop_counts": [{"run": run, "hops": h, "cdf": h / 3} for run in runs for h in (1, 2, 3)],
+    }
+    figures = job._figures(collected, [], runs, tmp_path, {}, wanted=job.PLOTS_OVER_TIME + ("Hop counts",))
+    assert set(figures) == {"Delivery delay over time", "Routing-table size", "Throughput and traffic", "Hop counts"}
+    assert limits["table_size.png"] == limits["delay_over_time.png"] == limits["throughput.png"] == {(0.0, 247.2)}
+    assert limits["hops_cdf.png"] != {(0.0, 247.2)}
+    limits.clear()
+    assert set(job._figures(collected, [], runs, tmp_path, {}, wanted=("Hop counts",))) == {"Hop counts"}
+    assert set(limits) == {"hops_cdf.png"}
+
+
+def test_a_panel_whose_runs_came_out_identical_differently_names_them(tmp_path, monkeypatch):
+    """Routing-table sizes per role: on the inner brokers lazy = active (one line), on all
+    brokers not; the inner panel gets a legend of its own saying so, the core panel (grouped as
+    all brokers) none."""
+    from analysis import plots
+
+    legends = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: legends.extend(
+        [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else None for ax in fig.axes) or path)
+    size = {("lazy", "inner"): 3.0, ("active", "inner"): 3.0, ("lazy", "all"): 3.0, ("active", "all"): 2.0,
+            ("lazy", "core"): 5.0, ("active", "core"): 4.0}
+    rows = [{"run": run, "t_s": float(t), "role": role, "mean_prt": size[run, role] * t}
+            for run, role in size for t in range(5)]
+    plots.table_sizes(rows, ["lazy", "active"], tmp_path / "table_size.png")
+    assert legends == [["lazy", "active"], None, ["lazy = active: identical"]]
