@@ -55,7 +55,8 @@ broker that routes on their trees, on any connected overlay (cycles allowed).
   publisher's broker over the brokers of its matching subscriptions and carried by the copy.
 
 Deliberate differences: trees are computed in the hop metric (the cost is copies, one per
-edge); a cluster is a set of groups, never a split of one filter's subscribers; MULT2 only
+edge); approximate Steiner trees are Mehlhorn's 2-approximation (the paper cites a
+1.55-approximation and proves its bound with 2); a cluster is a set of groups, never a split of one filter's subscribers; MULT2 only
 considers merging clusters that share a sampled document, and MULT merges all clusters at
 once when no two share one (see trees.py); groups without samples ride T0 (filtered, also
 under SemCast), not a SINGLE tree. Advertisements stay at their broker (they only serve the

@@ -3,7 +3,9 @@ model, COMPUTETREE (Algorithm 1) with a low-stretch spanning tree, the clusterin
 (Algorithm 2) and MULT (Algorithm 3), and the baselines SINGLE, SPT and OPT.
 
 Everything is in the hop metric: the communication cost the paper minimises is publication
-copies, one per tree edge a copy crosses. The unit clustered is a subscription *group*: the
+copies, one per tree edge a copy crosses. Approximate Steiner trees are Mehlhorn's
+2-approximation, computed from the overlay's table of hop distances (``Hops``), and trees are
+index arrays (``Tree``): a planner computes thousands of them. The unit clustered is a subscription *group*: the
 subscriptions with one filter (text), wherever they are. Pure functions over networkx graphs;
 every tie is broken by name or index order, so results depend only on their inputs.
 """
@@ -11,13 +13,16 @@ from __future__ import annotations
 
 import math
 import random
+import weakref
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import combinations
 
 import networkx as nx
 import numpy as np
-from networkx.algorithms.approximation import steiner_tree
+from networkx.utils import UnionFind
+from numba import njit
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,34 @@ def meet(parent, depth, a: int, b: int) -> int:
     return a
 
 
+@njit(cache=True, nogil=True)
+def _depth_first(start, neighbours, parent, depth, tin, tout):
+    """Depth first from node 0 over adjacency arrays (the neighbours of node i, in order:
+    ``neighbours[start[i]:start[i + 1]]``), filling each reached node's parent, depth and
+    entry and exit times; returns how many nodes it reached."""
+    n = parent.shape[0]
+    seen = np.zeros(n, np.bool_)
+    cursor = start[:-1].copy()
+    stack = np.empty(n, np.int64)
+    seen[0], stack[0], top, clock, reached = True, 0, 1, 1, 1
+    while top > 0:
+        node = stack[top - 1]
+        while cursor[node] < start[node + 1] and seen[neighbours[cursor[node]]]:
+            cursor[node] += 1
+        if cursor[node] == start[node + 1]:
+            tout[node] = clock
+            top -= 1
+            continue
+        child = neighbours[cursor[node]]
+        seen[child] = True
+        parent[child], depth[child], tin[child] = node, depth[node] + 1, clock
+        clock += 1
+        reached += 1
+        stack[top] = child
+        top += 1
+    return reached
+
+
 class Tree:
     """A spanning tree over the brokers (indexed in name order), rooted at index 0, as arrays:
     ``parent`` (-1 at the root), ``depth``, and pre-order entry/exit times ``tin``/``tout``
@@ -56,26 +89,30 @@ class Tree:
 
     def __init__(self, graph: nx.Graph, names: list[str]) -> None:
         index = {name: i for i, name in enumerate(names)}
-        n = len(names)
-        adjacency = [sorted(index[m] for m in graph.neighbors(name)) for name in names]
+        self._root_at_zero(np.array([(index[a], index[b]) for a, b in graph.edges], np.int64).reshape(-1, 2),
+                           len(names))
+
+    @classmethod
+    def from_edges(cls, edges, n: int) -> "Tree":
+        """The tree of ``edges`` (pairs of broker indices) over ``n`` brokers."""
+        tree = cls.__new__(cls)
+        tree._root_at_zero(np.array(edges, np.int64).reshape(-1, 2), n)
+        return tree
+
+    def edges(self) -> list[tuple[int, int]]:
+        """The tree's edges as (parent, child) broker indices."""
+        return [(int(parent), child) for child, parent in enumerate(self.parent) if parent >= 0]
+
+    def _root_at_zero(self, edges: np.ndarray, n: int) -> None:
+        """Depth first from broker 0 over ``edges`` (each broker's neighbours in index order)."""
+        ends = np.concatenate([edges, edges[:, ::-1]])
+        ends = ends[np.lexsort((ends[:, 1], ends[:, 0]))]
+        start = np.concatenate([[0], np.cumsum(np.bincount(ends[:, 0], minlength=n))]).astype(np.int64)
         self.parent = np.full(n, -1, np.int32)
         self.depth = np.zeros(n, np.int32)
         self.tin = np.zeros(n, np.int32)
         self.tout = np.zeros(n, np.int32)
-        seen = np.zeros(n, bool)
-        seen[0], clock, stack = True, 1, [(0, iter(adjacency[0]))]
-        while stack:
-            node, children = stack[-1]
-            child = next((c for c in children if not seen[c]), None)
-            if child is None:
-                self.tout[node] = clock
-                stack.pop()
-                continue
-            seen[child] = True
-            self.parent[child], self.depth[child], self.tin[child] = node, self.depth[node] + 1, clock
-            clock += 1
-            stack.append((child, iter(adjacency[child])))
-        if not seen.all():
+        if _depth_first(start, ends[:, 1].copy(), self.parent, self.depth, self.tin, self.tout) < n:
             raise ValueError("the tree does not span every broker")
 
     def joining_edges(self, nodes) -> int:
@@ -114,9 +151,11 @@ class Tree:
 
 def bfs_tree(graph: nx.Graph, root: str) -> nx.Graph:
     """The breadth-first (hop shortest-path) tree from ``root``, neighbours in name order."""
+    hops = hops_of(graph)
     tree = nx.Graph()
     tree.add_node(root)
-    return _spanning(graph, tree)
+    tree.add_edges_from((hops.names[a], hops.names[b]) for a, b in _grown(hops, [], [hops.index[root]]))
+    return tree
 
 
 def spt(graph: nx.Graph, seed: int) -> nx.Graph:
@@ -230,21 +269,134 @@ def average_stretch(graph: nx.Graph, tree: nx.Graph) -> float:
 # ---------------------------------------------------------------------- COMPUTETREE
 
 
+@njit(cache=True, nogil=True)
+def _all_pairs_hops(start, neighbours, dist):
+    """Fills ``dist`` (n x n, -1 everywhere) with the hop distances between every two nodes of
+    a graph given as adjacency arrays (the neighbours of node i are
+    ``neighbours[start[i]:start[i + 1]]``): a breadth-first search from each node; -1 stays
+    where a node cannot be reached."""
+    n = dist.shape[0]
+    queue = np.empty(n, np.int64)
+    for source in range(n):
+        row = dist[source]
+        row[source] = 0
+        queue[0], head, tail = source, 0, 1
+        while head < tail:
+            node = queue[head]
+            head += 1
+            for k in range(start[node], start[node + 1]):
+                other = neighbours[k]
+                if row[other] < 0:
+                    row[other] = row[node] + 1
+                    queue[tail] = other
+                    tail += 1
+
+
+class Hops:
+    """A graph in arrays: its brokers in name order, each one's neighbours (in that order), its
+    edges as two arrays and, computed on first use, the hop distance between every two brokers
+    as a table (a Steiner tree is then a few look-ups, ``steiner``)."""
+
+    def __init__(self, graph: nx.Graph) -> None:
+        self.names = sorted(graph)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.neighbours = [sorted(self.index[m] for m in graph.neighbors(name)) for name in self.names]
+        pairs = np.array([(i, m) for i, a in enumerate(self.neighbours) for m in a if i < m], np.int64).reshape(-1, 2)
+        self.edge_a, self.edge_b = pairs[:, 0], pairs[:, 1]
+
+    @cached_property
+    def dist(self) -> np.ndarray:
+        n = len(self.names)
+        start = np.cumsum([0] + [len(a) for a in self.neighbours]).astype(np.int64)
+        flat = np.array([m for a in self.neighbours for m in a], np.int64)
+        dist = np.full((n, n), -1, np.int16 if n < 2 ** 15 else np.int32)  # 50 MB at 5,000 brokers
+        _all_pairs_hops(start, flat, dist)
+        if (dist < 0).any():
+            raise ValueError("the graph is not connected: no tree joins every broker")
+        return dist
+
+    def path(self, a: int, b: int) -> list[int]:
+        """A shortest path from ``a`` to ``b``, each step to the lowest-numbered neighbour nearer ``b``."""
+        toward, path = self.dist[b], [a]
+        while a != b:
+            a = next(m for m in self.neighbours[a] if toward[m] == toward[a] - 1)
+            path.append(a)
+        return path
+
+
+_HOPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> its Hops
+
+
+def hops_of(graph: nx.Graph) -> Hops:
+    """The graph's ``Hops``, computed once per graph: a graph must not change once trees are
+    computed on it (overlays never do)."""
+    found = _HOPS.get(graph)
+    if found is None:
+        found = _HOPS[graph] = Hops(graph)
+    return found
+
+
 def steiner(graph: nx.Graph, terminals) -> nx.Graph:
-    """An approximate Steiner tree joining ``terminals`` (Mehlhorn's 2-approximation)."""
+    """An approximate Steiner tree joining ``terminals`` in the hop metric: Mehlhorn's
+    2-approximation (as networkx's ``steiner_tree(method="mehlhorn")``, on the graph's distance
+    table). Each broker belongs to its nearest terminal (ties: the first in name order); two
+    terminals are as far apart as the shortest path through an edge between their regions;
+    a minimum spanning tree of the terminals under that distance, each of its edges expanded
+    into a shortest path, spanned by a tree, leaves that are no terminal removed."""
     terminals = sorted(terminals)
+    tree = nx.Graph()
     if len(terminals) < 2:
-        tree = nx.Graph()
         tree.add_nodes_from(terminals)
         return tree
-    return steiner_tree(graph, terminals, method="mehlhorn")
+    hops = hops_of(graph)
+    ends = np.array([hops.index[t] for t in terminals])
+    rows = hops.dist[ends]
+    region = rows.argmin(axis=0)
+    near = rows.min(axis=0).astype(np.int64)
+    a, b = hops.edge_a, hops.edge_b
+    cross = region[a] != region[b]
+    ra, rb = region[a][cross], region[b][cross]
+    low, high = np.minimum(ra, rb), np.maximum(ra, rb)
+    length = near[a][cross] + 1 + near[b][cross]
+    joined, joins = UnionFind(), 0
+    union = set()
+    for k in np.lexsort((high, low, length)):
+        if _join(joined, int(low[k]), int(high[k])):
+            path = hops.path(ends[low[k]], ends[high[k]])
+            union.update(_edge(x, y) for x, y in zip(path, path[1:]))
+            joins += 1
+            if joins == len(ends) - 1:
+                break
+    spanned = UnionFind()
+    tree.add_edges_from((hops.names[x], hops.names[y]) for x, y in sorted(union) if _join(spanned, x, y))
+    _prune_leaves(tree, set(terminals))
+    return tree
+
+
+def _join(parts: UnionFind, a: int, b: int) -> bool:
+    """Joins the parts of ``a`` and ``b``; False when they were one already."""
+    if parts[a] == parts[b]:
+        return False
+    parts.union(a, b)
+    return True
+
+
+def _prune_leaves(tree: nx.Graph, terminals: set) -> None:
+    """Removes leaves that are not terminals until none is left."""
+    leaves = [node for node in tree if tree.degree(node) == 1 and node not in terminals]
+    while leaves:
+        leaf = leaves.pop()
+        parent = next(iter(tree[leaf]), None)
+        tree.remove_node(leaf)
+        if parent is not None and tree.degree(parent) == 1 and parent not in terminals:
+            leaves.append(parent)
 
 
 SPANS = ("union", "overlay")
 
 
 def compute_tree(graph: nx.Graph, docs: list[Doc], groups, seed: int = 0, known: dict | None = None,
-                 span: str = "union") -> nx.Graph:
+                 span: str = "union") -> Tree:
     """COMPUTETREE (Algorithm 1): per document a Steiner tree joining its publisher and the
     brokers of its matching subscriptions in ``groups``; their union, edges weighted by how
     many documents use them (length 1 / multiplicity); a low-stretch spanning tree of the
@@ -266,34 +418,48 @@ def compute_tree(graph: nx.Graph, docs: list[Doc], groups, seed: int = 0, known:
             if edges is None:
                 edges = known[terminals] = [_edge(a, b) for a, b in steiner(graph, terminals).edges]
             used.update(edges)
+    hops = hops_of(graph)
     if span == "overlay":
         whole = nx.Graph()
         whole.add_nodes_from(graph)
         for a, b in sorted(_edge(a, b) for a, b in graph.edges):
             whole.add_edge(a, b, length=1.0 / (1 + used[(a, b)]))
-        return low_stretch_tree(whole, seed=seed)
+        return spanning_tree(hops, low_stretch_tree(whole, seed=seed))
     union = nx.Graph()
     for (a, b), count in sorted(used.items()):
         union.add_edge(a, b, length=1.0 / count)
     if union.number_of_nodes() == 0:
-        return bfs_tree(graph, min(graph))
+        return spanning_tree(hops, union)
     largest = min(nx.connected_components(union), key=lambda part: (-len(part), min(part)))
-    return _spanning(graph, low_stretch_tree(union.subgraph(largest).copy(), seed=seed))
+    return spanning_tree(hops, low_stretch_tree(union.subgraph(largest).copy(), seed=seed))
 
 
-def _spanning(graph: nx.Graph, tree: nx.Graph) -> nx.Graph:
-    """``tree`` grown to span the graph: every missing broker joins by a shortest path."""
-    tree = tree.copy()
-    frontier = sorted(tree)
+def spanning_tree(hops: Hops, tree: nx.Graph) -> Tree:
+    """``tree`` (a tree over some of the graph's brokers) grown to span the graph, as ``_grown``
+    (an empty one: breadth first from the first broker)."""
+    index = hops.index
+    edges = [(index[a], index[b]) for a, b in tree.edges]
+    nodes = [index[node] for node in tree] or [0]
+    return Tree.from_edges(_grown(hops, edges, nodes), len(hops.names))
+
+
+def _grown(hops: Hops, edges: list[tuple[int, int]], nodes: list[int]) -> list[tuple[int, int]]:
+    """``edges``, a tree over ``nodes`` (broker indices), grown to span the graph: every missing
+    broker joins by a shortest path, breadth first from the tree, brokers in name order."""
+    inside = np.zeros(len(hops.names), bool)
+    inside[nodes] = True
+    grown = list(edges)
+    frontier = sorted(nodes)
     while frontier:
         following = []
         for node in frontier:
-            for other in sorted(graph.neighbors(node)):
-                if other not in tree:
-                    tree.add_edge(node, other)
+            for other in hops.neighbours[node]:
+                if not inside[other]:
+                    inside[other] = True
+                    grown.append((node, other))
                     following.append(other)
         frontier = following
-    return tree
+    return grown
 
 
 # ---------------------------------------------------------------------- cost model
@@ -424,9 +590,8 @@ class Planner:
         if found is None:
             indices = self._doc_indices(groups)
             docs = [self.docs[i] for i in indices]
-            tree = compute_tree(self.graph, docs, groups, self.seed, self._steiner, self.span)
+            arrays = compute_tree(self.graph, docs, groups, self.seed, self._steiner, self.span)
             self.trees_computed += 1
-            arrays = Tree(tree, self.names)
             found = Cluster(groups, indices, arrays, cluster_cost(arrays, self.index, docs, groups))
             self._clusters[groups] = found
         return found
@@ -439,9 +604,8 @@ class Planner:
         found = self._channels.get(groups)
         if found is None:
             brokers = self.channel_brokers(groups)
-            tree = _spanning(self.graph, steiner(self.graph, brokers)) if brokers else bfs_tree(self.graph, min(self.graph))
+            arrays = spanning_tree(hops_of(self.graph), steiner(self.graph, brokers))
             self.trees_computed += 1
-            arrays = Tree(tree, self.names)
             found = Cluster(groups, self._doc_indices(groups), arrays, self.cost_on(arrays, groups, flooded=True))
             self._channels[groups] = found
         return found
