@@ -4,11 +4,16 @@ sample the emulator's ``plan: offline`` draws) and every document is then costed
 configuration, in sample and out of it, with the planning wall time (the paper's tree
 computation time).
 
-    python bench/bench_trees.py [--graph transit_stub|gt_itm] [--size 500]
-        [--workload keywords_paper|keywords] [--dataset Localized1|Localized2|Uniform]
+    python bench/bench_trees.py [--graph transit_stub|gt_itm] [--size 500[,1000,...]]
+        [--workload keywords_paper|keywords] [--dataset Localized1|Localized2|Uniform[,...]]
         [--documents 10000] [--sample 0.03] [--span union,overlay] [--seed 1]
         [--algorithms SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered]
         [--publishers N] [--subscriptions per_broker|per_keyword]   (keywords_paper's variants)
+        [--results ROWS.jsonl] [--plot FIGURE.png]
+
+Several sizes and datasets make the paper's Figs. 5 and 8: ``--results`` keeps every row as it
+is computed (a row already there is not computed again, so a long sweep resumes) and ``--plot``
+draws cost against size per dataset and planning time against size from all of them.
 
 Costs are publication copies (tree edges) per document. SPT filters along its tree;
 SPT-unfiltered sends every document across the whole tree. Groups no sampled document matches
@@ -18,7 +23,9 @@ low-stretch tree spans: the union of the samples' Steiner trees (the paper's Alg
 the whole overlay (``protocols/trees.py``).
 """
 import argparse
+import json
 import time
+from pathlib import Path
 
 from comparison import print_table
 
@@ -67,12 +74,16 @@ def copies(graph, docs, members, algorithm: str, tree_list, groups) -> int:
     return planner.configuration_cost(tree_list, groups, flooded=algorithm == "SemCast")
 
 
+KEY = ("graph", "size", "workload", "dataset", "documents", "sample", "seed", "publishers", "subscriptions",
+       "algorithm", "span")  # what a row of --results is the result of
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--graph", default="transit_stub", choices=["transit_stub", "gt_itm"])
-    parser.add_argument("--size", type=int, default=500)
+    parser.add_argument("--size", default="500", help="brokers (the generator's size), or several: 500,1000")
     parser.add_argument("--workload", default="keywords_paper", choices=["keywords_paper", "keywords"])
-    parser.add_argument("--dataset", default="Localized1")
+    parser.add_argument("--dataset", default="Localized1", help="one, or several: Localized1,Uniform")
     parser.add_argument("--documents", type=int, default=10000)
     parser.add_argument("--sample", type=float, default=0.03)
     parser.add_argument("--span", default="union,overlay")
@@ -80,28 +91,115 @@ def main() -> None:
     parser.add_argument("--publishers", type=int, default=0, help="keywords_paper: fixed publisher brokers (0: any)")
     parser.add_argument("--subscriptions", default="per_broker", help="keywords_paper: per_broker or per_keyword")
     parser.add_argument("--algorithms", default="SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered")
+    parser.add_argument("--results", type=Path, help="JSON lines: rows appended as computed, and reused")
+    parser.add_argument("--plot", type=Path, help="draw Figs. 5 and 8 from the rows of --results (or these)")
     args = parser.parse_args()
-    graph = graph_of(args.graph, args.size, args.seed)
-    variant = {"publishers": args.publishers, "subscriptions": args.subscriptions} if args.workload == "keywords_paper" else {}
-    records = GENERATORS[args.workload](sorted(graph), graph, args.seed, dataset=args.dataset, documents=args.documents,
-                                        **variant)
-    docs, members = documents(records)
-    sample = offline_indices(len(docs), args.sample, args.seed)  # the emulator's plan: offline draws the same
+    known = _read_rows(args.results)
+    rows = []
+    for size in map(int, args.size.split(",")):
+        graph = graph_of(args.graph, size, args.seed)
+        for dataset in args.dataset.split(","):
+            rows += sweep_point(args, graph, size, dataset, known)
+    opt = {(r["size"], r["dataset"]): r["all"] for r in rows if r["algorithm"] == "OPT"}
+    for row in rows:
+        row["vs_opt"] = row["all"] / opt[row["size"], row["dataset"]] if (row["size"], row["dataset"]) in opt \
+            else float("nan")
+    print(f"\n{args.graph}, {args.workload}, {args.documents} documents, {args.sample:g} sampled, seed {args.seed}\n")
+    print_table(rows, [("brokers", "{:,}"), ("dataset", "{}"), ("algorithm", "{}"), ("span", "{}"), ("all", "{:.2f}"),
+                       ("vs_opt", "{:.2f}"), ("sampled", "{:.2f}"), ("unsampled", "{:.2f}"), ("trees", "{}"),
+                       ("computed", "{:,}"), ("plan_s", "{:.1f}")])
+    if args.plot:
+        draw_sizes(_read_rows(args.results) if args.results else rows, args.plot)
+        print(args.plot)
+
+
+def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]:
+    """Every algorithm (and span) on one graph and dataset: the rows of ``known`` (``--results``)
+    where there are, the others computed and appended to it."""
+    variant = {"publishers": args.publishers, "subscriptions": args.subscriptions} \
+        if args.workload == "keywords_paper" else {}
+    setting = {"graph": args.graph, "size": size, "workload": args.workload, "dataset": dataset,
+               "documents": args.documents, "sample": args.sample, "seed": args.seed, **variant}
+    work = None
     rows = []
     for algorithm in args.algorithms.split(","):
-        spans = args.span.split(",") if algorithm in ("SINGLE", "MULT", "MULT2") else ["union"]
-        for span in spans:
+        for span in args.span.split(",") if algorithm in ("SINGLE", "MULT", "MULT2") else ["union"]:
+            key = _key({**setting, "algorithm": algorithm, "span": span if algorithm in SPANNED else "-"})
+            if key in known:
+                rows.append(known[key])
+                continue
+            if work is None:
+                records = GENERATORS[args.workload](sorted(graph), graph, args.seed, dataset=dataset,
+                                                    documents=args.documents, **variant)
+                docs, members = documents(records)
+                work = docs, members, offline_indices(len(docs), args.sample, args.seed)  # as plan: offline draws
             started = time.perf_counter()
-            rows.append(evaluate(graph, docs, members, sample, algorithm, args.seed, span))
-            print(f"{algorithm} ({span}): {time.perf_counter() - started:.0f} s", flush=True)
-    opt = next((r["all"] for r in rows if r["algorithm"] == "OPT"), None)
-    for row in rows:
-        row["vs_opt"] = row["all"] / opt if opt else float("nan")
-    print(f"\n{args.graph}, {graph.number_of_nodes()} brokers, {graph.number_of_edges()} links, {args.workload} "
-          f"{args.dataset} {variant}, {len(docs)} documents, {len(sample)} sampled ({args.sample:g})\n")
-    print_table(rows, [("algorithm", "{}"), ("span", "{}"), ("all", "{:.2f}"), ("vs_opt", "{:.2f}"),
-                       ("sampled", "{:.2f}"), ("unsampled", "{:.2f}"), ("trees", "{}"), ("computed", "{:,}"),
-                       ("plan_s", "{:.1f}")])
+            row = {**setting, "brokers": graph.number_of_nodes(), **evaluate(graph, *work, algorithm, args.seed, span)}
+            print(f"{graph.number_of_nodes()} brokers, {dataset}, {algorithm} ({span}): "
+                  f"{time.perf_counter() - started:.0f} s", flush=True)
+            if args.results:
+                with open(args.results, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+            rows.append(row)
+    return rows
+
+
+SPANNED = ("SINGLE", "MULT", "MULT2")
+
+
+def _key(row: dict) -> tuple:
+    return tuple(row.get(k) for k in KEY)
+
+
+def _read_rows(path: Path | None) -> dict:
+    """The rows of a ``--results`` file by what they are the result of (the last of equal ones)."""
+    if path is None or not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {_key(row): row for row in rows}
+
+
+def draw_sizes(rows, path: Path) -> None:
+    """The paper's Fig. 5 (cost over every document against network size, a panel per dataset,
+    log cost) and Fig. 8 (planning time against size), from rows of one graph kind."""
+    from analysis import style
+
+    rows = list(rows.values()) if isinstance(rows, dict) else rows
+    rows = [r for r in rows if r["span"] in ("union", "-")]  # the paper's COMPUTETREE
+    datasets = sorted({r["dataset"] for r in rows}, key=["Localized1", "Localized2", "Uniform"].index)
+    algorithms = [a for a in ("SPT", "SINGLE", "MULT2", "MULT", "OPT", "SemCast", "SemCast-filtered", "SPT-unfiltered")
+                  if any(r["algorithm"] == a for r in rows)]
+    looks = style.styles(algorithms)
+    fig, axes = style.plt.subplots(1, len(datasets) + 1, figsize=(4.6 * (len(datasets) + 1), 4.4), squeeze=False)
+    panels = [(ax, dataset) for ax, dataset in zip(axes[0], datasets)] + [(axes[0, -1], None)]
+    for letter, (ax, dataset) in zip("abcdefgh", panels):
+        for algorithm in algorithms:
+            if dataset is None and algorithm not in SPANNED:
+                continue
+            points = sorted((r["brokers"], r["all"] if dataset else r["plan_s"]) for r in rows
+                            if r["algorithm"] == algorithm and (dataset is None and r["dataset"] == datasets[0]
+                                                               or r["dataset"] == dataset))
+            if points:
+                ax.plot(*zip(*points), label=algorithm, **looks[algorithm].line_kwargs())
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        style.readable_log(ax, "x")
+        style.readable_log(ax)
+        ax.set_xlabel("brokers")
+        if dataset is None:
+            ax.set_ylabel("planning time (s)")
+            ax.set_title(f"({letter}) Planning time, {datasets[0]} (Fig. 8)", loc="left", fontsize="medium")
+        else:
+            ax.set_ylabel("cost (copies per document)")
+            ax.set_title(f"({letter}) Cost, {dataset} (Fig. 5)", loc="left", fontsize="medium")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="small")
+    first = rows[0]
+    fig.suptitle(f"Multi-tree routing offline, as the paper evaluates: {first['graph']} graphs, "
+                 f"{first['documents']:,} documents, plans from {first['sample']:g} of them, every document costed",
+                 fontsize="large")
+    fig.tight_layout()
+    style.save(fig, path)
 
 
 if __name__ == "__main__":
