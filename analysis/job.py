@@ -12,8 +12,7 @@ several figures' reports cost about what one does). A report may measure its run
 window of its own (``"window": {"last": 60}`` or ``{"from": 20, "until": 40}``, seconds), so
 that one job reports the same runs whole and, say, over their last minute; ``"plots": false``
 leaves a report's plots out (its tables, summary and page only), ``"plots": [TITLE, ...]`` draws
-those alone. Exit status 2 when a path is
-not a complete run directory.
+those alone. Exit status 2 when a path is not a complete run directory.
 """
 from __future__ import annotations
 

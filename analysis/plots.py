@@ -63,8 +63,9 @@ def time_range(collected: dict) -> tuple[float, float] | None:
 
 
 def _time_axis(axes, span) -> None:
-    for ax in np.ravel(axes):
-        if span is not None:
+    """Every axis of ``axes`` over the report's shared time ``span`` (None: each its data's)."""
+    if span is not None:
+        for ax in np.ravel(axes):
             ax.set_xlim(*span)
 
 

@@ -159,46 +159,59 @@ def _read_rows(path: Path | None) -> dict:
     return {_key(row): row for row in rows}
 
 
+ORDER = ("SPT", "SINGLE", "MULT2", "MULT", "OPT", "SemCast", "SemCast-filtered", "SPT-unfiltered")  # legend order
+
+
+def series_name(row: dict) -> str:
+    """A row's line: its algorithm, and COMPUTETREE's span where it is not the paper's."""
+    return row["algorithm"] if row["span"] in ("union", "-") else f"{row['algorithm']}, overlay span"
+
+
 def draw_sizes(rows, path: Path) -> None:
     """The paper's Fig. 5 (cost over every document against network size, a panel per dataset,
-    log cost) and Fig. 8 (planning time against size), from rows of one graph kind."""
+    log cost) and Fig. 8 (the paper's algorithms' planning time against size on the first
+    dataset), from rows of one graph kind. A variant spanning the overlay shares its
+    algorithm's colour, dashed."""
+    from matplotlib.ticker import NullLocator
+
     from analysis import style
 
     rows = list(rows.values()) if isinstance(rows, dict) else rows
-    rows = [r for r in rows if r["span"] in ("union", "-")]  # the paper's COMPUTETREE
     datasets = sorted({r["dataset"] for r in rows}, key=["Localized1", "Localized2", "Uniform"].index)
-    algorithms = [a for a in ("SPT", "SINGLE", "MULT2", "MULT", "OPT", "SemCast", "SemCast-filtered", "SPT-unfiltered")
-                  if any(r["algorithm"] == a for r in rows)]
-    looks = style.styles(algorithms)
-    fig, axes = style.plt.subplots(1, len(datasets) + 1, figsize=(4.6 * (len(datasets) + 1), 4.4), squeeze=False)
-    panels = [(ax, dataset) for ax, dataset in zip(axes[0], datasets)] + [(axes[0, -1], None)]
-    for letter, (ax, dataset) in zip("abcdefgh", panels):
-        for algorithm in algorithms:
-            if dataset is None and algorithm not in SPANNED:
-                continue
-            points = sorted((r["brokers"], r["all"] if dataset else r["plan_s"]) for r in rows
-                            if r["algorithm"] == algorithm and (dataset is None and r["dataset"] == datasets[0]
-                                                               or r["dataset"] == dataset))
-            if points:
-                ax.plot(*zip(*points), label=algorithm, **looks[algorithm].line_kwargs())
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        style.readable_log(ax, "x")
+    names = sorted({series_name(r) for r in rows}, key=lambda name: (ORDER.index(name.split(",")[0]), name))
+    looks = style.styles(names, {name: name.split(",")[0] for name in names})
+    columns = 2 if len(datasets) > 1 else len(datasets) + 1
+    lines = -(-(len(datasets) + 1) // columns)
+    fig, axes = style.plt.subplots(lines, columns, figsize=(6.2 * columns, 4.2 * lines), squeeze=False)
+    for ax in axes.flat[len(datasets) + 1:]:
+        ax.set_visible(False)
+    graph = "GT-ITM transit-stub" if rows[0]["graph"] == "gt_itm" else "transit-stub"
+    sizes = sorted({r["brokers"] for r in rows})
+    for letter, ax, dataset in zip("abcdefgh", axes.flat, [*datasets, None]):
+        for name in names:
+            timed = name in SPANNED  # planning time: the paper's planners
+            points = sorted((r["brokers"], r["all"] if dataset else r["plan_s"]) for r in rows if series_name(r) == name
+                            and r["dataset"] == (dataset or datasets[0]))
+            if points and (dataset or timed):
+                ax.plot(*zip(*points), label=name, **looks[name].line_kwargs(points=len(points)))
+        ax.set(xscale="log", yscale="log", xlabel=f"brokers ({graph} graph)",
+               ylabel="cost (copies per document)" if dataset else "planning time (s)")
         style.readable_log(ax)
-        ax.set_xlabel("brokers")
-        if dataset is None:
-            ax.set_ylabel("planning time (s)")
-            ax.set_title(f"({letter}) Planning time, {datasets[0]} (Fig. 8)", loc="left", fontsize="medium")
-        else:
-            ax.set_ylabel("cost (copies per document)")
-            ax.set_title(f"({letter}) Cost, {dataset} (Fig. 5)", loc="left", fontsize="medium")
+        ax.set_xticks(sizes, [f"{size:,}" for size in sizes])
+        ax.xaxis.set_minor_locator(NullLocator())  # the sizes alone
+        ax.set_title(f"({letter}) Cost, {dataset} (Fig. 5)" if dataset else
+                     f"({letter}) Planning time, {datasets[0]} (Fig. 8)", loc="left", fontsize="medium")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
+    handles = {}  # one legend for the page: a name keeps its look in every panel
+    for ax in axes.flat:
+        handles |= {line.get_label(): line for line in ax.lines if line.get_label() not in handles}
+    fig.legend([handles[name] for name in names if name in handles], [name for name in names if name in handles],
+               loc="lower center", ncol=min(len(handles), 5), fontsize="small")
     first = rows[0]
-    fig.suptitle(f"Multi-tree routing offline, as the paper evaluates: {first['graph']} graphs, "
-                 f"{first['documents']:,} documents, plans from {first['sample']:g} of them, every document costed",
-                 fontsize="large")
-    fig.tight_layout()
+    fig.suptitle(f"Content-aware multi-tree routing offline, as the paper evaluates it: {graph} graphs,\n"
+                 f"{first['documents']:,} documents, each plan from {first['sample']:.0%} of them, every document "
+                 f"costed (seed {first['seed']})", fontsize="large")
+    fig.tight_layout(rect=(0, 0.9 / fig.get_figheight(), 1, 1))  # room for the legend below
     style.save(fig, path)
 
 
