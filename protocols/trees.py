@@ -3,11 +3,12 @@ model, COMPUTETREE (Algorithm 1) with a low-stretch spanning tree, the clusterin
 (Algorithm 2) and MULT (Algorithm 3), and the baselines SINGLE, SPT and OPT.
 
 Everything is in the hop metric: the communication cost the paper minimises is publication
-copies, one per tree edge a copy crosses. Approximate Steiner trees are Mehlhorn's
-2-approximation, computed from the overlay's table of hop distances (``Hops``), and trees are
-index arrays (``Tree``): a planner computes thousands of them. The unit clustered is a subscription *group*: the
-subscriptions with one filter (text), wherever they are. Pure functions over networkx graphs;
-every tie is broken by name or index order, so results depend only on their inputs.
+copies, one per tree edge a copy crosses. The unit clustered is a subscription *group*: the
+subscriptions with one filter (text), wherever they are. Approximate Steiner trees are
+Mehlhorn's 2-approximation, computed from the overlay's table of hop distances (``Hops``), and
+trees are index arrays (``Tree``): a planner computes thousands of them. Pure functions over
+networkx graphs; every tie is broken by name or index order, so results depend only on their
+inputs.
 """
 from __future__ import annotations
 
