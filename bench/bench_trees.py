@@ -47,14 +47,17 @@ def graph_of(kind: str, size: int, seed: int):
     return Overlay(topologies.neighbours(graph), min(graph)).graph
 
 
-def evaluate(graph, docs, members, sample: list[int], algorithm: str, seed: int, span: str) -> dict:
-    """Plan ``algorithm`` from the ``sample`` documents; copies per document over all of them,
-    the sampled and the others."""
+def evaluate(graph, docs, members, sample: list[int], algorithm: str, seed: int, span: str,
+             unsampled: str = "base") -> dict:
+    """Plan ``algorithm`` from the ``sample`` documents (``unsampled``: where groups no sampled
+    document matched ride, ``trees.configure``); copies per document over all of them, the
+    sampled and the others."""
     sampled = [docs[i] for i in sample]
     planner = trees.Planner(graph, sampled, seed, members, span)
     base = trees.Tree(trees.bfs_tree(graph, min(graph)), planner.names)
     started = time.perf_counter()
-    tree_list, groups, _ = trees.configure(planner, FILTERED.get(algorithm, algorithm), base, single_for_all=True)
+    tree_list, groups, _ = trees.configure(planner, FILTERED.get(algorithm, algorithm), base, single_for_all=True,
+                                           unsampled=unsampled)
     plan_s = time.perf_counter() - started
     taken = set(sample)
     parts = {"all": docs, "sampled": sampled, "unsampled": [d for i, d in enumerate(docs) if i not in taken]}
@@ -75,7 +78,8 @@ def copies(graph, docs, members, algorithm: str, tree_list, groups) -> int:
 
 
 KEY = ("graph", "size", "workload", "dataset", "documents", "sample", "seed", "publishers", "subscriptions",
-       "algorithm", "span")  # what a row of --results is the result of
+       "algorithm", "span", "unsampled_groups")  # what a row of --results is the result of
+DEFAULTS = {"unsampled_groups": "base"}  # for rows written before a key existed
 
 
 def main() -> None:
@@ -91,6 +95,9 @@ def main() -> None:
     parser.add_argument("--publishers", type=int, default=0, help="keywords_paper: fixed publisher brokers (0: any)")
     parser.add_argument("--subscriptions", default="per_broker", help="keywords_paper: per_broker or per_keyword")
     parser.add_argument("--algorithms", default="SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered")
+    parser.add_argument("--unsampled", default="base", choices=trees.UNSAMPLED,
+                        help="groups no sampled document matched ride the base tree (as in runs) or the tree of "
+                             "the cluster with the most sampled documents (a variant)")
     parser.add_argument("--results", type=Path, help="JSON lines: rows appended as computed, and reused")
     parser.add_argument("--plot", type=Path, help="draw Figs. 5 and 8 from the rows of --results (or these)")
     args = parser.parse_args()
@@ -119,7 +126,8 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
     variant = {"publishers": args.publishers, "subscriptions": args.subscriptions} \
         if args.workload == "keywords_paper" else {}
     setting = {"graph": args.graph, "size": size, "workload": args.workload, "dataset": dataset,
-               "documents": args.documents, "sample": args.sample, "seed": args.seed, **variant}
+               "documents": args.documents, "sample": args.sample, "seed": args.seed,
+               "unsampled_groups": args.unsampled, **variant}
     work = None
     rows = []
     for algorithm in args.algorithms.split(","):
@@ -134,7 +142,8 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
                 docs, members = documents(records)
                 work = docs, members, offline_indices(len(docs), args.sample, args.seed)  # as plan: offline draws
             started = time.perf_counter()
-            row = {**setting, "brokers": graph.number_of_nodes(), **evaluate(graph, *work, algorithm, args.seed, span)}
+            row = {**setting, "brokers": graph.number_of_nodes(),
+                   **evaluate(graph, *work, algorithm, args.seed, span, args.unsampled)}
             print(f"{graph.number_of_nodes()} brokers, {dataset}, {algorithm} ({span}): "
                   f"{time.perf_counter() - started:.0f} s", flush=True)
             if args.results:
@@ -148,7 +157,7 @@ SPANNED = ("SINGLE", "MULT", "MULT2")
 
 
 def _key(row: dict) -> tuple:
-    return tuple(row.get(k) for k in KEY)
+    return tuple(row.get(k, DEFAULTS.get(k)) for k in KEY)
 
 
 def _read_rows(path: Path | None) -> dict:
@@ -163,8 +172,11 @@ ORDER = ("SPT", "SINGLE", "MULT2", "MULT", "OPT", "SemCast", "SemCast-filtered",
 
 
 def series_name(row: dict) -> str:
-    """A row's line: its algorithm, and COMPUTETREE's span where it is not the paper's."""
-    return row["algorithm"] if row["span"] in ("union", "-") else f"{row['algorithm']}, overlay span"
+    """A row's line: its algorithm, and where it is planned otherwise than the paper's (COMPUTETREE's
+    span, where unsampled groups ride)."""
+    variants = [*([] if row["span"] in ("union", "-") else ["overlay span"]),
+                *([] if row.get("unsampled_groups", "base") == "base" else ["unsampled groups on its largest tree"])]
+    return ", ".join([row["algorithm"], *variants])
 
 
 def draw_sizes(rows, path: Path) -> None:

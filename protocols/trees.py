@@ -725,12 +725,20 @@ class Planner:
 # ---------------------------------------------------------------------- configurations
 
 
-def configure(planner: Planner, algorithm: str, base: Tree, single_for_all: bool = False) -> tuple[list[Tree], dict[str, int], int]:
+UNSAMPLED = ("base", "largest")  # where groups no sampled document matched ride (``configure``)
+
+
+def configure(planner: Planner, algorithm: str, base: Tree, single_for_all: bool = False,
+              unsampled: str = "base") -> tuple[list[Tree], dict[str, int], int]:
     """The configuration ``algorithm`` plans from the planner's documents: its trees (cluster 0
     is ``base``, for the groups no cluster names; SPT's is its one tree), the cluster of each
     group, and its cost on those documents. ``single_for_all``: SINGLE's tree serves every
     group of ``planner.members``, sampled or not (the paper's SINGLE: one tree for all);
-    otherwise groups without samples stay on ``base``, as the coordinator keeps them."""
+    otherwise groups without samples stay on ``base``, as the coordinator keeps them, or with
+    ``unsampled="largest"`` (ours, a variant) on the tree of the cluster with the most sampled
+    documents, so that a document never sampled travels fewer trees."""
+    if unsampled not in UNSAMPLED:
+        raise ValueError(f"unsampled: expected one of {', '.join(UNSAMPLED)}, got {unsampled!r}")
     if algorithm == "SPT":
         tree = Tree(spt(planner.graph, planner.seed), planner.names)
         return [tree], {}, planner.cost_on(tree, planner.sampled_groups())
@@ -742,6 +750,9 @@ def configure(planner: Planner, algorithm: str, base: Tree, single_for_all: bool
     groups = {g: i for i, c in enumerate(clusters, start=1) for g in sorted(c.groups)}
     if single_for_all and algorithm == "SINGLE":
         groups |= {g: 1 for g in sorted(planner.members) if g not in groups}
+    elif unsampled == "largest":
+        largest = 1 + max(range(len(clusters)), key=lambda i: (len(clusters[i].docs), -i))
+        groups |= {g: largest for g in sorted(planner.members) if g not in groups}
     cost = (planner.cost(clusters) if algorithm != "SemCast-filtered"
             else sum(planner.cost_on(c.tree, c.groups) for c in clusters))
     return [base] + [c.tree for c in clusters], groups, cost

@@ -251,6 +251,14 @@ def test_the_papers_single_tree_serves_groups_no_sample_matched():
     _, papers, cost = trees.configure(planner, "SINGLE", base, single_for_all=True)
     assert set(ours) == set(planner.sampled_groups()) and set(papers) == set(members)
     assert set(papers.values()) == {1} and cost == planner.cost(planner.single())
+    _, mult, _ = trees.configure(planner, "MULT", base)
+    _, moved, _ = trees.configure(planner, "MULT", base, unsampled="largest")  # the variant: not on T0
+    clusters = planner.mult()
+    largest = 1 + max(range(len(clusters)), key=lambda i: (len(clusters[i].docs), -i))
+    assert set(mult) == set(planner.sampled_groups()) and set(moved) == set(members)
+    assert {moved[g] for g in members if g not in mult} == {largest} and all(moved[g] == mult[g] for g in mult)
+    with pytest.raises(ValueError, match="unsampled: expected one of base, largest"):
+        trees.configure(planner, "MULT", base, unsampled="nearest")
 
 
 def test_the_offline_sweep_costs_every_algorithm_per_dataset_keeps_its_rows_and_draws_figs_5_and_8(
