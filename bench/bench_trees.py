@@ -182,8 +182,8 @@ def series_name(row: dict) -> str:
 def draw_sizes(rows, path: Path) -> None:
     """The paper's Fig. 5 (cost over every document against network size, a panel per dataset,
     log cost) and Fig. 8 (the paper's algorithms' planning time against size on the first
-    dataset), from rows of one graph kind. A variant spanning the overlay shares its
-    algorithm's colour, dashed."""
+    dataset), from rows of one graph kind and setting. Our variants of an algorithm (the
+    overlay span, unsampled groups elsewhere) share its colour in another line style."""
     from matplotlib.ticker import NullLocator
 
     from analysis import style
