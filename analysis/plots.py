@@ -69,8 +69,9 @@ def _time_axis(axes, span) -> None:
             ax.set_xlim(*span)
 
 
-def _percent(series: dict) -> dict:
-    return {run: (x, 100 * y) for run, (x, y) in series.items()}
+def _in_unit(series: dict, column: str) -> dict:
+    """``series`` of ``column`` as its measure shows it (a fraction in percent)."""
+    return {run: (x, style.measure(column).scale(y)) for run, (x, y) in series.items()}
 
 
 def _save(fig, path: Path) -> Path:
@@ -289,7 +290,7 @@ def links(rows, labels, path: Path, span=None):
     sample, each panel only where some run has it; None when no run has soft links or uplink
     limits."""
     held = _series(rows, "t_s", "soft_links")
-    mean, largest = (_percent(_series(rows, "t_s", column)) for column in ("mean_uplink", "max_uplink"))
+    mean, largest = (_in_unit(_series(rows, "t_s", column), column) for column in ("mean_uplink", "max_uplink"))
     shown = [kind for kind, series in (("held", held), ("uplink", mean)) if series]
     if not shown:
         return None

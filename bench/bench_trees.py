@@ -38,6 +38,7 @@ from workloads.generators import GENERATORS
 from workloads.oracle import documents
 
 FILTERED = {"SPT-unfiltered": "SPT", "SemCast-filtered": "SemCast-filtered"}
+SPANNED = ("SINGLE", "MULT", "MULT2")  # the planners that build COMPUTETREE trees (``--span``)
 
 
 def graph_of(kind: str, size: int, seed: int):
@@ -61,7 +62,7 @@ def evaluate(graph, docs, members, sample: list[int], algorithm: str, seed: int,
     plan_s = time.perf_counter() - started
     taken = set(sample)
     parts = {"all": docs, "sampled": sampled, "unsampled": [d for i, d in enumerate(docs) if i not in taken]}
-    row = {"algorithm": algorithm, "span": span if algorithm in ("SINGLE", "MULT", "MULT2") else "-"}
+    row = {"algorithm": algorithm, "span": span if algorithm in SPANNED else "-"}
     for name, part in parts.items():
         row[name] = copies(graph, part, members, algorithm, tree_list, groups) / len(part)
     clusters = len(set(groups.values())) if groups else 1
@@ -131,7 +132,7 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
     work = None
     rows = []
     for algorithm in args.algorithms.split(","):
-        for span in args.span.split(",") if algorithm in ("SINGLE", "MULT", "MULT2") else ["union"]:
+        for span in args.span.split(",") if algorithm in SPANNED else ["union"]:
             key = _key({**setting, "algorithm": algorithm, "span": span if algorithm in SPANNED else "-"})
             if key in known:
                 rows.append(known[key])
@@ -151,9 +152,6 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
                     f.write(json.dumps(row) + "\n")
             rows.append(row)
     return rows
-
-
-SPANNED = ("SINGLE", "MULT", "MULT2")
 
 
 def _key(row: dict) -> tuple:
