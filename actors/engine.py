@@ -145,9 +145,12 @@ class Engine:
         writer: TableWriter | None = None,
         faults: FaultSchedule | None = None,
         fresh_broker=None,
+        to_boundary: list[float] | None = None,
     ) -> None:
         """``fresh_broker(name)``: a new, empty broker (a crashed one's restart); needed with
-        ``faults`` that crash brokers."""
+        ``faults`` that crash brokers. ``to_boundary``: by broker index, the least time from
+        the end of a service at that broker until its host could send to another host
+        (``partition.boundary_distances``); None: any broker may send to another host."""
         self.brokers = brokers
         self.index_of = index_of
         self.host_of = host_of
@@ -161,6 +164,7 @@ class Engine:
         self.outbox: dict[int, list] = {}
         self.next_sample = settings.sample_interval
         self.min_service = costs.min_service_us()
+        self.to_boundary = to_boundary if to_boundary is not None else [0] * len(index_of)
         self.last_event_t = 0
         self.arrivals = 0
         self.paused: dict[tuple[str, str], list[Arrival]] = {}  # (broker, client) -> its waiting operations
@@ -198,18 +202,34 @@ class Engine:
         return float("inf")
 
     def earliest_output(self) -> float:
-        """The earliest time a broker here could send a message: a pending service completion,
-        a pending arrival's time plus the smallest service time, or a due sample (brokers
-        tick at samples, and a tick may send)."""
+        """The earliest time a broker here could send a message to another host: a pending
+        event's time plus its broker's distance to the host's boundary (``to_boundary``; a
+        pending arrival adds the smallest service time first, a fault counts at its time),
+        or a due sample (brokers tick at samples, and a tick may send). The heap is walked
+        only where it holds events before the best bound found so far."""
         heap = self.heap
         if not heap:
             return self.next_time()
-        (t, rank, *_), _ = heap[0]
-        earliest = t + self.min_service if rank == ARRIVAL else t
-        for server in self.servers.values():
-            if server.busy_until is not None and server.busy_until < earliest:
-                earliest = server.busy_until
-        return min(earliest, self.next_sample)
+        best, to_boundary, min_service = self.next_sample, self.to_boundary, self.min_service
+        unvisited, size = [0], len(heap)
+        while unvisited:
+            i = unvisited.pop()
+            (t, rank, index, *_), _ = heap[i]
+            if t >= best:
+                continue  # and so are the events below it
+            if rank == ARRIVAL:
+                t += min_service + to_boundary[index]
+            elif rank == COMPLETION:
+                t += to_boundary[index]
+            best = min(best, t)
+            unvisited.extend(child for child in (2 * i + 1, 2 * i + 2) if child < size)
+        return best
+
+    def earliest_output_of(self, arrivals: list[Arrival]) -> float:
+        """The earliest time messages on their way to other hosts could make a broker there
+        send to yet another host."""
+        to_boundary, min_service = self.to_boundary, self.min_service
+        return min((a.key[0] + min_service + to_boundary[a.key[2]] for a in arrivals), default=float("inf"))
 
     # ------------------------------------------------------------------ running
 
@@ -355,6 +375,11 @@ class Engine:
         if host == self.host:
             heapq.heappush(self.heap, (arrival.key, arrival))
         else:
+            if arrival.sender is not None and self.to_boundary[self.index_of[arrival.sender]]:
+                raise RuntimeError(
+                    f"{arrival.sender} sent {arrival.message.kind} to {arrival.broker} on host {host}, but it has no "
+                    "overlay neighbour there: a stack whose brokers send beyond their neighbours must say so "
+                    "(opens_links), or windows between hosts end too late")
             self.outbox.setdefault(host, []).append(arrival)
 
     # ------------------------------------------------------------------ clients that move

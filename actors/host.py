@@ -15,12 +15,13 @@ import time
 from dataclasses import dataclass, replace
 from functools import partial
 
-from protocols.stack import make_broker
+from protocols.stack import broker_class, make_broker
 from workloads.trace import Injection
 
 from .costs import CostModel
 from .engine import Engine, Settings
 from .faults import FaultSchedule
+from .partition import boundary_distances
 from .results import TableWriter
 from .storage import Collected
 
@@ -46,7 +47,7 @@ class HostSpec:
 class Status:
     next_time: float  # earliest pending local event
     next_outgoing: float  # earliest arrival among messages just sent to other hosts
-    next_output: float  # earliest time a broker here, or one receiving those messages, could send
+    next_output: float  # earliest time a broker here, or one receiving those messages, could send to another host
     arrivals: int
     largest_queue: int
     last_event_t: int
@@ -69,6 +70,16 @@ def window_end(statuses: list[Status], lookahead: int) -> float:
 def _fresh_broker(neighbors: dict[str, list[str]], protocol: dict, overlay: dict[str, list[str]], name: str):
     """A new, empty broker ``name`` (at the start, and when a crashed one restarts)."""
     return make_broker(name, neighbors[name], protocol, overlay)
+
+
+def _to_boundary(spec: HostSpec, min_service: int) -> list[float] | None:
+    """By broker index, how far each broker is from a send to another host (see
+    ``partition.boundary_distances``); None where any broker may send to any other host
+    (a stack that opens links or moves clients)."""
+    if broker_class(spec.protocol).opens_links:
+        return None
+    distances = boundary_distances(spec.overlay, spec.host_of, spec.latency, min_service)
+    return [distances[name] for name in sorted(spec.index_of, key=spec.index_of.get)]
 
 
 class BrokerHost:
@@ -101,17 +112,19 @@ class BrokerHost:
     def _new_engine(self, spec: HostSpec) -> Engine:
         fresh_broker = partial(_fresh_broker, spec.neighbors, spec.protocol, spec.overlay)
         brokers = {name: fresh_broker(name) for name in spec.neighbors}
-        engine = Engine(brokers, spec.index_of, spec.host_of, spec.host, spec.latency, CostModel(**spec.costs),
-                        spec.settings, self.writer, spec.faults, fresh_broker)
+        costs = CostModel(**spec.costs)
+        engine = Engine(brokers, spec.index_of, spec.host_of, spec.host, spec.latency, costs, spec.settings,
+                        self.writer, spec.faults, fresh_broker, _to_boundary(spec, costs.min_service_us()))
         for injection in spec.injections:
             engine.inject(injection.t_us, injection.broker, injection.seq, injection.message)
         return engine
 
     def status(self, outbox: dict | None = None) -> Status:
         outbox = outbox or {}
-        next_outgoing = min((a.key[0] for batch in outbox.values() for a in batch), default=float("inf"))
+        outgoing = [a for batch in outbox.values() for a in batch]
+        next_outgoing = min((a.key[0] for a in outgoing), default=float("inf"))
         engine = self.engine
-        next_output = min(engine.earliest_output(), next_outgoing + engine.min_service)
+        next_output = min(engine.earliest_output(), engine.earliest_output_of(outgoing))
         return Status(
             engine.next_time(), next_outgoing, next_output, engine.arrivals, engine.largest_queue(), engine.last_event_t,
             self.window_number, self.busy_s, self.waiting_s,

@@ -102,3 +102,24 @@ def _preorder(graph: nx.Graph, root: str) -> list[str]:
 
 def cut_links(graph: nx.Graph, placement: dict[str, int]) -> int:
     return sum(1 for a, b in graph.edges if placement[a] != placement[b])
+
+
+def boundary_distances(overlay: dict[str, list[str]], host_of: dict[str, int], latency: dict[tuple[str, str], int],
+                       min_service: int) -> dict[str, float]:
+    """Broker -> the least time from the end of one of its services until a broker of its
+    host could hand a message to another host: 0 for a broker with an overlay neighbour on
+    another host; else the shortest way within its host to one, each hop costing the link's
+    latency and the next broker's least service; infinite where no way leads out. Windows
+    between hosts end where the earliest such hand-over lands, not where the earliest output
+    anywhere would (``Engine.earliest_output``)."""
+    inside = nx.Graph()
+    inside.add_nodes_from(overlay)
+    edges_out = set()
+    for a, neighbours in overlay.items():
+        for b in neighbours:
+            if host_of[a] != host_of[b]:
+                edges_out.add(a)
+            elif a < b:
+                inside.add_edge(a, b, cost=latency[(a, b)] + min_service)
+    reach = nx.multi_source_dijkstra_path_length(inside, sorted(edges_out), weight="cost") if edges_out else {}
+    return {name: reach.get(name, float("inf")) for name in overlay}
