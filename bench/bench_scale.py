@@ -1,5 +1,7 @@
-"""Scale benchmark (issue 12): wall time of a big scenario for several host counts, and the
-peak memory of every process of the run (the driver, each Ray broker host, Ray's own).
+"""Scale benchmark (issues 12, 40): wall time of a big scenario for several host counts, the
+peak memory of every process of the run (the driver, each Ray broker host, Ray's own), and
+from each run's manifest its windows, the host time per event and the wall time per window
+beyond the busiest host's work.
 
     python bench/bench_scale.py [SCENARIO.yaml] [--hosts 1,2] [--set KEY=VALUE ...]
 
@@ -66,7 +68,21 @@ def run(scenario: Path, hosts: str, overrides: list[str], out: Path) -> dict:
     for name, peak in peaks.values():
         by_role.setdefault(name, []).append(peak)
     return {"hosts": hosts, "wall_s": manifest["wall_s"], "process_s": round(wall, 1), "events": manifest["events"],
+            "windows": manifest["windows"], "busy_s": manifest["host_busy_s"], "waiting_s": manifest["host_waiting_s"],
             "peaks_mb": {name: sorted(round(p / 2**20) for p in v) for name, v in sorted(by_role.items())}}
+
+
+def where_the_time_goes(result: dict) -> str:
+    """From the manifest: the wall time per event all hosts together spent running windows,
+    and per window the wall time the run spent beyond its busiest host's work (waiting for
+    the others and exchanging batches)."""
+    busy = result["busy_s"]
+    per_event_us = sum(busy) / result["events"] * 1e6
+    line = f"    {result['windows']:,} windows; hosts busy {busy} s, {per_event_us:.0f} us of host time per event"
+    if len(busy) > 1:
+        sync_ms = (result["wall_s"] - max(busy)) / result["windows"] * 1e3
+        line += f"; waiting {result['waiting_s']} s; {sync_ms:.1f} ms a window beyond the busiest host's work"
+    return line
 
 
 def main() -> None:
@@ -81,6 +97,7 @@ def main() -> None:
     for result in results:
         print(f"hosts {result['hosts']:>4}: {result['wall_s']:>7.1f} s run wall ({result['process_s']} s with "
               f"start-up), {result['events']:,} events")
+        print(where_the_time_goes(result))
         for name, peaks in result["peaks_mb"].items():
             print(f"    {name:<18} peak RSS MB {peaks}")
     first = results[0]["wall_s"]
