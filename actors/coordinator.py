@@ -2,14 +2,13 @@
 
 The coordinator advances in chunks of one sampling interval of virtual time (for the
 progress bar), skipping idle stretches by starting each chunk at the earliest pending event
-anywhere. Within a chunk, several hosts run conservative windows: each host's ends where a
-message from another host could first reach it (``host.window_ends``): the earliest time a
-broker there could send to another host (a pending event's time, plus the least service
-time for an arrival, plus the broker's way to its host's boundary), plus the lookahead
-between the two hosts, the smallest latency a message between them can have: that of the
-overlay links between them and, when the protocol stack opens links of its own (any broker
-to any other), the default latency. Ray hosts exchange their batches directly between
-windows, without the coordinator.
+anywhere. Within a chunk, several hosts run conservative windows: each ends at the earliest
+time any broker could hand a message to another host (a pending event's time, plus the cost
+profile's smallest service time for an arrival, plus the broker's way to its host's
+boundary: ``partition.boundary_distances``) plus the lookahead, the smallest latency a
+cross-host message can have: that of the overlay links between hosts and, when the protocol
+stack opens links of its own (any broker to any other), the default latency. Ray hosts
+exchange their batches directly between windows, without the coordinator.
 """
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ from .checkpoints import Checkpoint, Checkpoints
 from .costs import CostModel
 from .engine import Settings
 from .faults import FaultSchedule
-from .host import BrokerHost, HostSpec, Lookahead, Status, next_window_start, window_ends
+from .host import BrokerHost, HostSpec, Status, next_window_start, window_end
 from .partition import host_weights, partition
 from .results import as_run_dir, discard_parts, write_manifest, write_table
 from .storage import RunDir
@@ -198,18 +197,17 @@ def _worker_cpus(ray) -> int:
     return max(total - mine, 1)
 
 
-def _lookahead(spec: RunSpec, hosts: int, placement: dict[str, int]) -> Lookahead:
-    """Between every two hosts, the smallest latency a message can have: that of the overlay
-    links the placement cuts between them, and the default latency of links a protocol opens
-    (when its stack opens any: then between every two hosts)."""
-    hosts = max(hosts, 1)
-    opens = spec.settings.default_latency if broker_class(spec.protocol).opens_links else float("inf")
-    latency = [[opens] * hosts for _ in range(hosts)]
-    for a, b, data in spec.graph.edges(data=True):
-        g, h = placement[a], placement[b]
-        if g != h:
-            latency[g][h] = latency[h][g] = min(latency[g][h], data["latency_us"])
-    return Lookahead(tuple(map(tuple, latency)), spec.costs.min_service_us())
+def _lookahead(spec: RunSpec, hosts: int, placement: dict[str, int]) -> int:
+    """The smallest latency a message between two hosts can have: that of the overlay links
+    the placement cuts, and the default latency of links a protocol opens (when its stack
+    opens any)."""
+    graph = spec.graph
+    latencies = [d["latency_us"] for a, b, d in graph.edges(data=True) if placement[a] != placement[b]]
+    if broker_class(spec.protocol).opens_links:
+        latencies.append(spec.settings.default_latency)
+    if hosts <= 1 or not latencies:
+        return spec.settings.sample_interval  # nothing crosses hosts: a window per chunk
+    return min(latencies)
 
 
 def _write_static_tables(run_dir: RunDir, graph: nx.Graph, placement: dict[str, int]) -> None:
@@ -282,17 +280,15 @@ class _LocalTransport:
     def status(self) -> list[Status]:
         return [h.status() for h in self.hosts]
 
-    def run_window(self, until: int | list[int]) -> list[Status]:
-        """One window on every host, to ``until`` (by host, or the same for all)."""
-        ends = until if isinstance(until, list) else [until] * len(self.hosts)
-        results = [h.run_window(end, *self.incoming[i]) for i, (h, end) in enumerate(zip(self.hosts, ends))]
+    def run_window(self, until: int) -> list[Status]:
+        results = [h.run_window(until, *self.incoming[i]) for i, h in enumerate(self.hosts)]
         self.incoming = [[r[1 + d] for r in results if r[1 + d]] for d in range(len(self.hosts))]
         return [r[0] for r in results]
 
-    def run_chunk(self, statuses: list[Status], stop: int, lookahead: Lookahead) -> list[Status]:
+    def run_chunk(self, statuses: list[Status], stop: int, lookahead: int) -> list[Status]:
         start = next_window_start(statuses)
         while start < stop:
-            statuses = self.run_window([int(min(end, stop)) for end in window_ends(statuses, lookahead)])
+            statuses = self.run_window(int(min(window_end(statuses, lookahead), stop)))
             start = next_window_start(statuses)
         return statuses
 
@@ -456,7 +452,7 @@ class _RayTransport:
     def status(self) -> list[Status]:
         return self._gather([a.status.remote() for a in self.actors])
 
-    def run_chunk(self, statuses: list[Status], stop: int, lookahead: Lookahead) -> list[Status]:
+    def run_chunk(self, statuses: list[Status], stop: int, lookahead: int) -> list[Status]:
         statuses = self._gather([a.run_chunk.remote(statuses, stop, lookahead) for a in self.actors])
         self._store_files()
         return statuses
@@ -533,7 +529,7 @@ def _transport(spec: RunSpec, run_dir: RunDir, hosts: int, address: str | None):
 # ---------------------------------------------------------------------- the window loop
 
 
-def _drive(spec: RunSpec, transport, lookahead: Lookahead, checkpoints: Checkpoints, manifest: dict, clock,
+def _drive(spec: RunSpec, transport, lookahead: int, checkpoints: Checkpoints, manifest: dict, clock,
            progress: bool | None):
     """Run the hosts to the end and finish them; a lost host restores every host to the
     latest checkpoint (or the start) and the run goes on from there."""
@@ -557,7 +553,7 @@ def _drive(spec: RunSpec, transport, lookahead: Lookahead, checkpoints: Checkpoi
     return final, statuses
 
 
-def _advance(spec: RunSpec, transport, statuses: list[Status], end: float, lookahead: Lookahead,
+def _advance(spec: RunSpec, transport, statuses: list[Status], end: float, lookahead: int,
              checkpoints: Checkpoints, clock, bar) -> list[Status]:
     """Run chunks of one sampling interval until no event is left before ``end``, taking the
     checkpoints that fall due on the way."""

@@ -47,9 +47,7 @@ class HostSpec:
 class Status:
     next_time: float  # earliest pending local event
     next_outgoing: float  # earliest arrival among messages just sent to other hosts
-    # by host: the earliest time a broker there could send to another host, as far as this
-    # host knows (its own brokers; elsewhere, those the messages it just sent land at)
-    outputs: tuple[float, ...]
+    next_output: float  # earliest time a broker here, or one receiving those messages, could send to another host
     arrivals: int
     largest_queue: int
     last_event_t: int
@@ -58,40 +56,15 @@ class Status:
     waiting_s: float = 0.0  # wall time spent waiting for the other hosts' batches
 
 
-@dataclass(frozen=True)
-class Lookahead:
-    """What bounds windows between hosts: ``latency[g][h]``, the smallest latency a message
-    from host g to host h can have (infinite where none can go), and the least service time
-    (a message landing at a host makes it send no sooner than that)."""
-
-    latency: tuple[tuple[float, ...], ...]
-    min_service: int
-
-
 def next_window_start(statuses: list[Status]) -> float:
     """The earliest pending event anywhere, counting messages still on their way between hosts."""
     return min(min(s.next_time, s.next_outgoing) for s in statuses)
 
 
-def window_ends(statuses: list[Status], lookahead: Lookahead) -> list[float]:
-    """Where each host's next window ends: at the earliest time a message from another host
-    could reach it. A host sends no sooner than its earliest output or than a message from
-    another host could make it (a shortest-path computation over the hosts, from the
-    earliest outputs with each hop's latency and least service), and that message arrives a
-    link's latency later. Every host computes the same ends from the same statuses; a host
-    whose own outputs lie later than the others' may run further than they do."""
-    hosts = len(statuses)
-    sends = [min(s.outputs[g] for s in statuses) for g in range(hosts)]
-    latency, service = lookahead.latency, lookahead.min_service
-    settled = [False] * hosts
-    for _ in range(hosts):
-        g = min((h for h in range(hosts) if not settled[h]), key=sends.__getitem__)
-        settled[g] = True
-        for h in range(hosts):
-            if not settled[h]:
-                sends[h] = min(sends[h], sends[g] + latency[g][h] + service)
-    return [min((sends[g] + latency[g][h] for g in range(hosts) if g != h), default=float("inf"))
-            for h in range(hosts)]
+def window_end(statuses: list[Status], lookahead: int) -> float:
+    """Where the next window ends: no message sent from now on can reach another host before
+    the earliest output anywhere plus the smallest cross-host latency (``lookahead``)."""
+    return min(s.next_output for s in statuses) + lookahead
 
 
 def _fresh_broker(neighbors: dict[str, list[str]], protocol: dict, overlay: dict[str, list[str]], name: str):
@@ -148,12 +121,12 @@ class BrokerHost:
 
     def status(self, outbox: dict | None = None) -> Status:
         outbox = outbox or {}
+        outgoing = [a for batch in outbox.values() for a in batch]
+        next_outgoing = min((a.key[0] for a in outgoing), default=float("inf"))
         engine = self.engine
-        next_outgoing = min((a.key[0] for batch in outbox.values() for a in batch), default=float("inf"))
-        outputs = tuple(engine.earliest_output() if h == self.spec.host else engine.earliest_output_of(outbox.get(h, ()))
-                        for h in range(self.spec.hosts))
+        next_output = min(engine.earliest_output(), engine.earliest_output_of(outgoing))
         return Status(
-            engine.next_time(), next_outgoing, outputs, engine.arrivals, engine.largest_queue(), engine.last_event_t,
+            engine.next_time(), next_outgoing, next_output, engine.arrivals, engine.largest_queue(), engine.last_event_t,
             self.window_number, self.busy_s, self.waiting_s,
         )
 
@@ -190,13 +163,13 @@ class BrokerHost:
             self.inbox.setdefault(window, {})[sender] = (batch, status)
             self.arrived.notify_all()
 
-    def run_chunk(self, statuses: list[Status], stop: int, lookahead: Lookahead) -> Status:
+    def run_chunk(self, statuses: list[Status], stop: int, lookahead: int) -> Status:
         """Run windows, starting from every host's ``statuses``, until the next one would begin
         at or after ``stop``."""
         exchange = self._relayed if self.relay else self._direct
         start = next_window_start(statuses)
         while start < stop:
-            status, *batches = self.run_window(int(min(window_ends(statuses, lookahead)[self.spec.host], stop)))
+            status, *batches = self.run_window(int(min(window_end(statuses, lookahead), stop)))
             incoming, statuses = exchange(self.window_number, batches, status)
             for batch in incoming:
                 self.engine.receive(batch)

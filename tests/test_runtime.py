@@ -273,71 +273,39 @@ def test_hosts_sharing_a_nodes_cpus_get_brokers_in_proportion():
     assert cut_links(regions, placement) == 2  # two of the three long links; no short one
 
 
-def common_window_ends(statuses, lookahead):
-    """Every host's window ends at the earliest output anywhere plus the smallest latency
-    between hosts (the rule before windows ended per host)."""
-    latency = min(min(row) for row in lookahead.latency)
-    return [min(min(s.outputs) for s in statuses) + latency] * len(statuses)
-
-
-def test_windows_end_later_for_each_bound_and_give_one_hosts_results(write_scenario, tmp_path, monkeypatch):
-    """Two hosts with 1 ms between them, services of at least 4 ms. A window ends where a
-    message from the other host could first arrive; each bound the runtime knows leaves
-    fewer windows than the one before it: the earliest event + 1 ms; its earliest output
-    (an arrival's least service counted); the earliest hand-over to the other host (each
-    broker's way to the boundary counted); and each host's own end (a host whose outputs lie
-    later than the other's runs further). The results are one host's under every bound."""
+def test_windows_reach_past_service_times_and_distances_to_the_boundary(write_scenario, tmp_path):
+    """Two hosts with 1 ms between them, services of at least 4 ms: a window ends 1 ms after
+    the earliest time a broker could send to the other host. Counting the smallest service
+    time, and then the way from each broker to its host's boundary, each leaves far fewer
+    windows than the bound without them (earliest event + 1 ms); the results are one host's."""
     from actors import coordinator
 
     scenario = small_scenario(runtime={"hosts": 0, "costs": {"base": {"default": 4000}}}, duration="6s")
     spec = resolve(write_scenario(scenario))
-    one_host = tmp_path / "one-host"
-    run(spec, one_host, progress=False)
     placement = partition(spec.graph, 2)
-    lookahead = coordinator._lookahead(spec, 2, placement)
-    per_host_ends = coordinator.window_ends
     windows = {}
-    for bound in ("event", "service", "boundary", "per host"):
-        run_dir = tmp_path / bound
+    for bound in ("event", "service", "boundary"):
+        run_dir = tmp_path / f"two-hosts-{bound}"
         run_dir.mkdir()
         transport = _local_hosts(host_specs(spec, run_dir, 2, placement))
         for host in transport.hosts:
-            if bound in ("event", "service"):
+            if bound != "boundary":
                 host.engine.to_boundary = [0] * len(host.engine.to_boundary)
             if bound == "event":
                 host.engine.min_service = 0
-        monkeypatch.setattr(coordinator, "window_ends", per_host_ends if bound == "per host" else common_window_ends)
         calls = windows[bound] = []
         run_window = transport.run_window
-        transport.run_window = lambda until, calls=calls, run_window=run_window: calls.append(until) or run_window(until)
+        transport.run_window = lambda until: calls.append(until) or run_window(until)
+        lookahead = coordinator._lookahead(spec, 2, placement)
         coordinator._drive(spec, transport, lookahead, Checkpoints(run_dir, None, 2, 0), {}, lambda: 0.0, False)
-        for table in ("deliveries", "messages", "samples", "events"):
-            assert sorted_rows(run_dir, table) == sorted_rows(one_host, table), (table, bound)
-    # 1,195, 675, 493 and 407 windows when written
+    # 1,195, 675 and 493 windows when written
     assert len(windows["service"]) < 0.6 * len(windows["event"])
     assert len(windows["boundary"]) < 0.85 * len(windows["service"])
-    assert len(windows["per host"]) < 0.9 * len(windows["boundary"])
-    assert any(a != b for a, b in windows["per host"])  # the hosts' windows ended apart
-
-
-def test_window_ends_count_replies_and_messages_on_their_way():
-    """Hosts 0 - 1 - 2 in a line (1 ms links, none between 0 and 2), least service 0.1 ms,
-    earliest own outputs at 0, 5 and 10 ms. Host 1 hears from host 0 first (at 1 ms); host 0
-    from host 1, answering what host 0 sends (1.1 ms) and arriving 1 ms later; host 2 from
-    host 1 in turn. A message host 2 just sent to host 1 that could make it send at 0.4 ms
-    ends host 0's and host 2's windows earlier."""
-    from actors.host import Lookahead, Status, window_ends
-
-    inf = float("inf")
-    lookahead = Lookahead(((inf, 1000, inf), (1000, inf, 1000), (inf, 1000, inf)), 100)
-
-    def status(*outputs):
-        return Status(0, inf, outputs, 0, 0, 0)
-
-    assert window_ends([status(0, inf, inf), status(inf, 5000, inf), status(inf, inf, 10_000)], lookahead) == [
-        2100, 1000, 2100]
-    assert window_ends([status(0, inf, inf), status(inf, 5000, inf), status(inf, 400, 10_000)], lookahead) == [
-        1400, 1000, 1400]
+    one_host = tmp_path / "one-host"
+    run(spec, one_host, progress=False)
+    for table in ("deliveries", "messages", "samples", "events"):
+        for bound in windows:
+            assert sorted_rows(tmp_path / f"two-hosts-{bound}", table) == sorted_rows(one_host, table), (table, bound)
 
 
 def test_distances_to_a_hosts_boundary_follow_links_and_least_services():
