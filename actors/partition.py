@@ -114,12 +114,12 @@ def boundary_distances(overlay: dict[str, list[str]], host_of: dict[str, int], l
     anywhere would (``Engine.earliest_output``)."""
     inside = nx.Graph()
     inside.add_nodes_from(overlay)
-    edges_out = set()
+    at_edge = set()
     for a, neighbours in overlay.items():
         for b in neighbours:
             if host_of[a] != host_of[b]:
-                edges_out.add(a)
+                at_edge.add(a)
             elif a < b:
                 inside.add_edge(a, b, cost=latency[(a, b)] + min_service)
-    reach = nx.multi_source_dijkstra_path_length(inside, sorted(edges_out), weight="cost") if edges_out else {}
+    reach = nx.multi_source_dijkstra_path_length(inside, sorted(at_edge), weight="cost") if at_edge else {}
     return {name: reach.get(name, float("inf")) for name in overlay}
