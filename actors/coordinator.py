@@ -338,8 +338,7 @@ class _RayTransport:
     def _empty_actors(self, hosts: int) -> list:
         kept = self._kept(hosts)
         remote = self.ray.remote(BrokerHost)
-        # two threads per host: one runs windows while the other takes peers' deliveries
-        options = {"num_cpus": self.cpus_per_host, "max_concurrency": 2}
+        options = {"num_cpus": self.cpus_per_host}
         if self.group is not None:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -385,8 +384,10 @@ class _RayTransport:
         self._gather([actor.start.remote(replace(s, injections=[]) if snapshots else s,
                                          snapshots[s.host] if snapshots else None)
                       for actor, s in zip(self.actors, specs)])
+        authkey = os.urandom(32)  # only this run's hosts may send each other batches (pickles)
+        addresses = self._gather([a.listen.remote(authkey) for a in self.actors])
         self.relayed = relays(self.nodes())
-        self._gather([a.connect.remote(self.actors, self.relayed) for a in self.actors])
+        self._gather([a.connect.remote(addresses, self.relayed, authkey) for a in self.actors])
 
     def restore(self, checkpoint: Checkpoint | None) -> None:
         """New host actors (anywhere in the cluster), as they were at ``checkpoint`` or from

@@ -3,9 +3,10 @@
 Hosts advance in conservative windows. ``run_window`` takes the batches other hosts sent to
 this one, processes every event before ``until``, and returns a small status plus one batch
 per destination host. Under Ray, ``run_chunk`` runs many windows without the coordinator:
-after each window a host sends every peer its batch and status directly (``deliver``), waits
-for theirs, and computes the next window's start from the same statuses as every other
-host, so all hosts walk the same windows and the coordinator only sees chunk boundaries.
+after each window a host sends every peer its batch and status directly (over the
+``channels`` between hosts; they arrive through ``deliver``), waits for theirs, and computes
+the next window's start from the same statuses as every other host, so all hosts walk the
+same windows and the coordinator only sees chunk boundaries.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from functools import partial
 from protocols.stack import broker_class, make_broker
 from workloads.trace import Injection
 
+from .channels import Channels
 from .costs import CostModel
 from .engine import Engine, Settings
 from .faults import FaultSchedule
@@ -89,13 +91,14 @@ class BrokerHost:
     restarted host writes nothing twice."""
 
     def __init__(self, spec: HostSpec | None = None, snapshot: str | bytes | None = None) -> None:
+        self.channels = Channels()
         if spec is not None:  # else a Ray actor, started once the driver knows where it runs
             self.start(spec, snapshot)
 
     def start(self, spec: HostSpec, snapshot: str | bytes | None = None) -> None:
         self.spec = replace(spec, injections=[])
         self.writer = TableWriter(Collected() if spec.run_dir is None else spec.run_dir, spec.host)
-        self.peers: list = []
+        self.channels.close()  # a kept host's channels of an earlier run
         self.relay = False
         self.inbox: dict[int, dict[int, tuple]] = {}
         self.arrived = threading.Condition()
@@ -150,11 +153,17 @@ class BrokerHost:
 
         return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
-    def connect(self, peers: list, relay: bool = False) -> None:
-        """Actor handles of every host, indexed by host number (this host's own is unused).
-        ``relay``: batches and statuses travel through host 0 (two calls per host and window
-        instead of one per pair of hosts: cheaper where hosts share a node's CPUs)."""
-        self.peers = peers
+    def listen(self, authkey: bytes) -> tuple[str, int]:
+        """Where the other hosts reach this one during the run (see ``actors.channels``)."""
+        return self.channels.listen(authkey)
+
+    def connect(self, addresses: list[tuple[str, int]], relay: bool, authkey: bytes) -> None:
+        """Open channels to the peers, by host number (every host calls this at once).
+        ``relay``: batches and statuses travel through host 0 (a channel between host 0 and
+        each other host, instead of one between every two hosts)."""
+        me, hosts = self.spec.host, self.spec.hosts
+        peers = [0] if relay and me != 0 else [h for h in range(hosts) if h != me]
+        self.channels.open(me, peers, addresses, authkey, self.deliver)
         self.relay = relay
 
     def deliver(self, window: int, sender: int, batch: list, status: Status) -> None:
@@ -180,7 +189,7 @@ class BrokerHost:
         """Every peer its batch and this status; theirs back (batches in host order)."""
         others = [h for h in range(self.spec.hosts) if h != self.spec.host]
         for host in others:
-            self.peers[host].deliver.remote(number, self.spec.host, batches[host], status)
+            self.channels.send(host, (number, self.spec.host, batches[host], status))
         received = self._await(number, len(others))
         return [received[h][0] for h in sorted(received)], [status] + [received[h][1] for h in sorted(received)]
 
@@ -189,13 +198,13 @@ class BrokerHost:
         back the batches for it (in sender order) and every status."""
         me, hosts = self.spec.host, self.spec.hosts
         if me != 0:
-            self.peers[0].deliver.remote(number, me, batches, status)
+            self.channels.send(0, (number, me, batches, status))
             return self._await(number, 1)[0]
         received = self._await(number, hosts - 1)
         sent = {0: batches, **{h: b for h, (b, _) in received.items()}}
         statuses = [status] + [received[h][1] for h in range(1, hosts)]
         for host in range(1, hosts):
-            self.peers[host].deliver.remote(number, 0, [sent[h][host] for h in range(hosts) if h != host], statuses)
+            self.channels.send(host, (number, 0, [sent[h][host] for h in range(hosts) if h != host], statuses))
         return [sent[h][0] for h in range(1, hosts)], statuses
 
     def _await(self, number: int, count: int) -> dict[int, tuple]:
