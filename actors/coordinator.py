@@ -467,8 +467,9 @@ class _RayTransport:
 
 def relays(nodes: list[str | None]) -> bool:
     """Whether hosts exchange their batches through host 0 rather than pair by pair: where
-    more than two hosts share nodes, the calls compete for the same CPUs and a relay makes
-    2 (N - 1) calls a window instead of N (N - 1); with a node each, pairs run in parallel."""
+    more than two hosts share nodes, the messages (each pickled, sent and woken for) compete
+    for the same CPUs and a relay makes 2 (N - 1) a window instead of N (N - 1); with a node
+    each, pairs run in parallel."""
     return len(nodes) > 2 and len(set(nodes)) < len(nodes)
 
 
