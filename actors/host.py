@@ -167,7 +167,7 @@ class BrokerHost:
         self.relay = relay
 
     def deliver(self, window: int, sender: int, batch: list, status: Status) -> None:
-        """A peer's batch and status after its window number ``window`` (called by peers)."""
+        """A peer's batch and status after its window number ``window`` (from the channels' receiving thread)."""
         with self.arrived:
             self.inbox.setdefault(window, {})[sender] = (batch, status)
             self.arrived.notify_all()
