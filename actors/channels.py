@@ -33,7 +33,7 @@ class Channels:
         self.listener = Listener((node_address(), 0), backlog=128, authkey=authkey)
         return self.listener.address
 
-    def open(self, me: int, peers: list[int], addresses: list[tuple[str, int]], authkey: bytes,
+    def open(self, peers: list[int], addresses: list[tuple[str, int]], authkey: bytes,
              on_message: Callable[..., None]) -> None:
         """Connect to every peer and accept each peer's connection (each host calls this at
         the same time with the same peers relation); ``on_message(*message)`` then runs on a

@@ -163,7 +163,7 @@ class BrokerHost:
         each other host, instead of one between every two hosts)."""
         me, hosts = self.spec.host, self.spec.hosts
         peers = [0] if relay and me != 0 else [h for h in range(hosts) if h != me]
-        self.channels.open(me, peers, addresses, authkey, self.deliver)
+        self.channels.open(peers, addresses, authkey, self.deliver)
         self.relay = relay
 
     def deliver(self, window: int, sender: int, batch: list, status: Status) -> None:

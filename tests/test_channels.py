@@ -14,9 +14,9 @@ def connected_pair():
     hosts = [Channels(), Channels()]
     addresses = [host.listen(key) for host in hosts]
     received = ([], [])
-    other = threading.Thread(target=hosts[1].open, args=(1, [0], addresses, key, lambda *m: received[1].append(m)))
+    other = threading.Thread(target=hosts[1].open, args=([0], addresses, key, lambda *m: received[1].append(m)))
     other.start()
-    hosts[0].open(0, [1], addresses, key, lambda *m: received[0].append(m))
+    hosts[0].open([1], addresses, key, lambda *m: received[0].append(m))
     other.join()
     return hosts, received
 
@@ -68,7 +68,7 @@ def test_sending_to_a_peer_that_is_gone_does_not_fail():
 
     peer = threading.Thread(target=die_after_connecting)
     peer.start()
-    host.open(0, [1], [address, gone.address], key, lambda *m: None)
+    host.open([1], [address, gone.address], key, lambda *m: None)
     peer.join()
     for window in range(200):  # the first writes may still fit the dead socket's buffer
         host.send(1, (window, 0, [b"x" * 100_000], None))
