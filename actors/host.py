@@ -98,7 +98,6 @@ class BrokerHost:
     def start(self, spec: HostSpec, snapshot: str | bytes | None = None) -> None:
         self.spec = replace(spec, injections=[])
         self.writer = TableWriter(Collected() if spec.run_dir is None else spec.run_dir, spec.host)
-        self.channels.close()  # a kept host's channels of an earlier run
         self.relay = False
         self.inbox: dict[int, dict[int, tuple]] = {}
         self.arrived = threading.Condition()
