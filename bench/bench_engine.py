@@ -3,7 +3,11 @@ on a 55-broker random tree with a few thousand subscriptions and publications, f
 ``zero`` and ``padres`` profiles and hosts 0, 1 and 2.
 
     python bench/bench_engine.py [--operations 6000] [--hosts 0,1,2] [--profiles zero,padres]
-    python bench/bench_engine.py --where [--operations 2000]
+                                 [--covering none|lazy|active]
+    python bench/bench_engine.py --where [--operations 2000] [--covering ...]
+
+``--covering active --operations 10000`` is the covering workload of issue 40 (about 3,000
+subscriptions issued, active covering at every broker).
 
 ``--where`` runs hosts 0 with the ``zero`` profile and prints where the time goes: wall time
 per message kind a broker handles and, inside that, per routing-table question, the rest
@@ -28,13 +32,14 @@ from actors.coordinator import run  # noqa: E402
 from experiments.scenario import resolve  # noqa: E402
 
 
-def scenario(operations: int, profile: str, hosts) -> dict:
+def scenario(operations: int, profile: str, hosts, covering: str = "none") -> dict:
     return {
-        "name": f"bench-{profile}-{hosts}",
+        "name": f"bench-{profile}-{hosts}-{covering}",
         "seed": 1,
         "topology": {"generator": {"name": "random_tree", "n": 55, "seed": 1}, "link": {"latency": "1ms"}},
         "workload": {"generator": {"name": "random_mix", "publishers": 10, "subscribers": 120,
                                    "operations": operations, "spacing": 0.01}},
+        "protocol": {"covering": covering},
         "runtime": {"hosts": hosts, "costs": profile, "sample_interval": "1s"},
     }
 
@@ -44,17 +49,18 @@ def main() -> None:
     parser.add_argument("--operations", type=int, default=6000)
     parser.add_argument("--hosts", default="0,1,2")
     parser.add_argument("--profiles", default="zero,padres")
+    parser.add_argument("--covering", default="none", choices=("none", "lazy", "active"))
     parser.add_argument("--where", action="store_true", help="profile one hosts-0 zero-cost run instead")
     args = parser.parse_args()
     if args.where:
-        where_the_time_goes(args.operations)
+        where_the_time_goes(args.operations, args.covering)
         return
     print(f"{'profile':>8} {'hosts':>5} {'events':>9} {'wall s':>8} {'events/s':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for profile in args.profiles.split(","):
             for hosts in args.hosts.split(","):
                 path = Path(tmp) / f"{profile}-{hosts}.yaml"
-                path.write_text(yaml.safe_dump(scenario(args.operations, profile, int(hosts))))
+                path.write_text(yaml.safe_dump(scenario(args.operations, profile, int(hosts), args.covering)))
                 manifest = run(resolve(path), Path(tmp) / f"run-{profile}-{hosts}", progress=False)
                 print(f"{profile:>8} {hosts:>5} {manifest['events']:>9} {manifest['wall_s']:>8.1f} "
                       f"{manifest['events_per_s']:>10,.0f}", flush=True)
@@ -63,7 +69,7 @@ def main() -> None:
 INDEX_QUESTIONS = ("match", "intersecting_slots", "intersected_by_slots", "covering", "covered_by", "add", "remove")
 
 
-def where_the_time_goes(operations: int) -> None:
+def where_the_time_goes(operations: int, covering: str) -> None:
     from protocols.broker import Broker
     from protocols.index import FilterIndex
     from protocols.language import parse_filter, parse_publication
@@ -94,7 +100,7 @@ def where_the_time_goes(operations: int) -> None:
             method = getattr(FilterIndex, question)
             patches.enter_context(mock.patch.object(FilterIndex, question, timed(method, lambda a, q=question: ("index", q))))
         path = Path(tmp) / "where.yaml"
-        path.write_text(yaml.safe_dump(scenario(operations, "zero", 0)))
+        path.write_text(yaml.safe_dump(scenario(operations, "zero", 0, covering)))
         manifest = run(resolve(path), Path(tmp) / "run", progress=False)
     events, wall = manifest["events"], manifest["wall_s"]
     handling = sum(v for (part, _), v in spent.items() if part == "handle")
