@@ -46,6 +46,10 @@ broker that routes on their trees, on any connected overlay (cycles allowed).
   publication's time on, from those documents matched against the subscriptions registered
   by then. ``span`` picks what COMPUTETREE's low-stretch tree spans (trees.compute_tree): the
   union of the sampled documents' Steiner trees (the paper's Algorithm 1) or the whole overlay.
+- ``unsampled`` places the registered groups no sampled document matched: on T0 (``base``, as
+  the coordinator of the paper's section VI keeps them) or, a variant of ours, on the tree of
+  the cluster with the most sampled documents (``largest``), so that a document the sample
+  never saw travels fewer trees. Groups subscribed after the plan ride T0 under both.
 - SemCast (Papaemmanouil and Cetintemel, "SemCast: semantic multicast for content-based data
   dissemination", ICDE 2005) as the paper compares it: channels of groups, merged by document
   overlap like MULT but built and costed as channels (a Steiner tree over the brokers of all
@@ -59,7 +63,7 @@ edge); approximate Steiner trees are Mehlhorn's 2-approximation (the paper cites
 1.55-approximation and proves its bound with 2); a cluster is a set of groups, never a split of one filter's subscribers; MULT2 only
 considers merging clusters that share a sampled document, and MULT merges all clusters at
 once when no two share one (see trees.py); groups without samples ride T0 (filtered, also
-under SemCast), not a SINGLE tree. Advertisements stay at their broker (they only serve the
+under SemCast), not a SINGLE tree, unless ``unsampled: largest`` says otherwise. Advertisements stay at their broker (they only serve the
 conformance check): routing needs none.
 """
 from __future__ import annotations
@@ -97,11 +101,13 @@ class MultitreeSettings:
     coordinator: str | None = None
     plan: str = "online"
     span: str = "union"
+    unsampled: str = "base"
 
     @classmethod
     def parse(cls, given: dict, parse_duration) -> "MultitreeSettings":
         """Settings from a scenario's ``protocol.multitree`` mapping; ValueError names the key."""
-        known = ("algorithm", "sample", "window", "recompute", "improvement", "coordinator", "plan", "span")
+        known = ("algorithm", "sample", "window", "recompute", "improvement", "coordinator", "plan", "span",
+                 "unsampled")
         values = dict(given)
         for key in values:
             if key not in known:
@@ -121,6 +127,8 @@ class MultitreeSettings:
             raise ValueError(f"plan: expected one of {', '.join(PLANS)}, got {values['plan']!r}")
         if values.get("span", cls.span) not in trees.SPANS:
             raise ValueError(f"span: expected one of {', '.join(trees.SPANS)}, got {values['span']!r}")
+        if values.get("unsampled", cls.unsampled) not in trees.UNSAMPLED:
+            raise ValueError(f"unsampled: expected one of {', '.join(trees.UNSAMPLED)}, got {values['unsampled']!r}")
         coordinator = values.get("coordinator")
         if coordinator is not None and not isinstance(coordinator, str):
             raise ValueError(f"coordinator: expected a broker name, got {coordinator!r}")
@@ -606,7 +614,8 @@ class Multitree:
         planner = trees.Planner(graph, docs, seed, self._members(), self.multitree.span)
         before = self._plan_cost(planner)
         offline = self.multitree.plan == "offline"  # the paper's evaluation: its SINGLE serves every group
-        tree_list, groups, cost = trees.configure(planner, algorithm, self.overlay.base, single_for_all=offline)
+        tree_list, groups, cost = trees.configure(planner, algorithm, self.overlay.base, single_for_all=offline,
+                                                  unsampled=self.multitree.unsampled)
         install = before is None or (before - cost) > self.multitree.improvement * before
         steps = {"steps": [[s.trees, s.cost, s.duplicates] for s in planner.steps]} if planner.steps else {}
         ctx.event("multitree_recomputed", algorithm=algorithm, docs=len(docs), clusters=len(tree_list),

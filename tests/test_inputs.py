@@ -153,6 +153,8 @@ CASES = [
      "protocol.multitree.plan: expected one of online, offline, got 'later'"),
     ("bad multitree span", scenario(protocol={"multitree": {"span": "graph"}}), None, {},
      "protocol.multitree.span: expected one of union, overlay, got 'graph'"),
+    ("bad multitree unsampled", scenario(protocol={"multitree": {"unsampled": "nearest"}}), None, {},
+     "protocol.multitree.unsampled: expected one of base, largest, got 'nearest'"),
     ("bad multitree recompute", scenario(protocol={"multitree": {"recompute": "0s"}}), None, {},
      "protocol.multitree.recompute: a duration must be positive"),
     ("unknown multitree coordinator", scenario(protocol={"multitree": {"coordinator": "B9"}}), None, {},

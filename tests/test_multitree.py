@@ -451,6 +451,24 @@ def test_deliveries_equal_the_oracle_before_and_after_the_first_plan(algorithm, 
     assert copies(routed) < copies(flooded) / 5
 
 
+@pytest.mark.parametrize("algorithm", ["MULT", "SemCast"])
+def test_groups_no_sample_matched_ride_the_largest_clusters_tree_and_deliveries_stay_exact(algorithm):
+    graph = topologies.transit_stub(seed=3)
+    records = keyword_records(graph)
+    plans = {}
+    for unsampled in trees.UNSAMPLED:
+        pump = Pump(graph, mt_protocol(algorithm, records, graph, plan="offline", sample=0.05, unsampled=unsampled))
+        run_in_two_halves(pump, records, min(graph))
+        assert sorted(pump.deliveries) == sorted(expected_deliveries(records))
+        coordinator = pump.brokers[min(graph)]
+        plans[unsampled] = coordinator.current.cluster_of_group
+    base, largest = plans["base"], plans["largest"]
+    moved = set(largest) - set(base)
+    assert moved and set(largest) == set(coordinator._members())  # every registered group on a cluster's tree
+    assert all(largest[g] == base[g] for g in base) and len({largest[g] for g in moved}) == 1
+    assert 0 not in largest.values()
+
+
 @pytest.mark.parametrize("algorithm", ["MULT", "SINGLE", "SemCast"])
 def test_an_offline_plan_is_the_online_coordinators_first_plan_from_the_same_documents(algorithm):
     """The same planner on the same documents; only the paper's SINGLE differs, by design."""
