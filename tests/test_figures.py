@@ -275,6 +275,31 @@ def test_the_soft_link_papers_runs_deliver_the_oracles_pairs(every_figure_small)
 
 @pytest.mark.ray
 @pytest.mark.slow
+def test_the_saturating_runs_deliver_only_the_oracles_pairs_and_all_of_the_warm_ups(every_figure_small):
+    """softlinks_paper_throughput's uncapped runs at a saturating rate (Figs. 13a on C1 and 13b
+    on C2, S0 and S2): every delivery is one the brute-force oracle expects, none twice, and
+    every publication of the warm-up (published half a second or more before the rate rises)
+    reaches all its subscribers; later ones may still be queued when the run ends."""
+    from actors.results import read_table
+    from tests.oracle import expected_deliveries, scenario_records
+
+    figure = figures.load("softlinks_paper_throughput")
+    root = every_figure_small[0] / "softlinks_paper_throughput-small" / "runs"
+    for label in ("S0", "S2_fanout35", "C2_S0", "C2_S2_fanout35"):
+        scenario, *_ = figure.runs[label]
+        overrides = figure.overrides(label, small=True)
+        records = scenario_records(scenario, overrides)
+        rises = resolve(scenario, overrides).scenario["workload"]["generator"]["high_rate_from"]
+        warm_up = {r["id"] for r in records if r["op"] == "publish" and r["t"] < rises - 0.5}
+        expected = expected_deliveries(records)
+        deliveries = read_table(root / label, "deliveries")
+        pairs = list(zip(deliveries.column("pub_id").to_pylist(), deliveries.column("sub_id").to_pylist()))
+        assert len(pairs) == len(set(pairs)) and set(pairs) <= expected, label
+        assert {p for p in pairs if p[0] in warm_up} == {p for p in expected if p[0] in warm_up}, label
+
+
+@pytest.mark.ray
+@pytest.mark.slow
 @pytest.mark.parametrize("name, s0, s2, cap, gain", [
     ("softlinks_paper_throughput", "capped_S0", "capped_S2", 150, 1.5),
     ("softlinks_paper_planetlab", "DT4_S0", "DT4_S2", 45, 1.5),
