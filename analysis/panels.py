@@ -102,6 +102,14 @@ class Drawn:
     window: str | None = None
 
 
+def _shade_phases(ax, phases: list[tuple[str, float, float]]) -> None:
+    """Each phase as a pale band named at the top of the plot."""
+    for label, start, end in phases:
+        ax.axvspan(start, end, color="#f2c14e", alpha=0.18, linewidth=0, zorder=0)
+        ax.text(start, 0.99, f" {label}", transform=ax.get_xaxis_transform(), va="top", ha="left",
+                fontsize="small", color="0.3")
+
+
 def check(panel: Panel, variants: list[str]) -> None:
     """A panel's spec is complete and names known columns and variants (ValueError otherwise)."""
     if panel.kind not in KINDS:
@@ -125,11 +133,12 @@ def check(panel: Panel, variants: list[str]) -> None:
 
 def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, path: Path,
          sweep: Sweep | None = None, windowed: Windowed | None = None,
-         looks: dict[str, str] | None = None) -> list[Drawn]:
+         looks: dict[str, str] | None = None, phases: list[tuple[str, float, float]] = ()) -> list[Drawn]:
     """Draw ``panels`` on one page at ``path`` from the metric tables under ``tables``;
     ``runs``: run name in the tables -> variant label, in the figure's order; ``windowed``:
     the runs over the figure's window, which panels but time ones are drawn from; ``looks``:
-    variant -> a look it shares with others (the same strategy in two datasets)."""
+    variant -> a look it shares with others (the same strategy in two datasets); ``phases``:
+    (label, from s, until s) stretches the time panels shade and name."""
     variants = list(runs.values())
     page = _Page(variants, style.styles(variants, looks), sweep, _core_order(tables))
     shown, drawn = [], []
@@ -153,6 +162,8 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
         _PLOTTERS[panel.kind](ax, panel, rows, page)
         if panel.kind == "time" and windowed is not None:
             ax.axvspan(*windowed.seconds, color="grey", alpha=0.12, linewidth=0, zorder=0)
+        if panel.kind == "time":
+            _shade_phases(ax, phases)
         if panel.kind == "time" and time_range is not None:
             ax.set_xlim(*time_range)
             _inset_for_burst(ax, panel, rows, page, time_range)

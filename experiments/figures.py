@@ -23,6 +23,8 @@ A figure is a YAML file in ``experiments/figures/``:
                                    # measured interval, {from: S, until: S}): the summary and every
                                    # panel but the time ones are measured over it (a panel may say
                                    # measured: run); small: the test-sized runs' window
+    phases: [{label: morning rush, from: 2400, until: 3120, small: {from: 60, until: 132}}]
+                                   # stretches of simulated time every time panel shades and names
     summary: [mean_s, max_s, peak_queue]   # the summary columns this figure compares
     panels:                        # the paper's figure (analysis/panels.py)
       - {title: Delivery delay, table: delay_over_time, y: mean_s}
@@ -52,8 +54,8 @@ from protocols.errors import InputError
 
 FIGURE_DIR = Path(__file__).resolve().parent / "figures"
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_keeps", "sweep", "setup", "window", "summary",
-        "panels", "plots")
+KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_keeps", "sweep", "setup", "window", "phases",
+        "summary", "panels", "plots")
 RUN_KEYS = ("scenario", "set", "small", "series", "look")
 SETUP_KEYS = ("paper", "ours", "small", "why")
 WINDOW_REPORT = "report-window"  # the report of a figure's runs over its window
@@ -98,6 +100,7 @@ class Figure:
     window: Window | None = None  # what of each run the values at the end measure (None: the whole run)
     small_window: Window | None = None  # the test-sized runs' (None: ``window``)
     sweep_reciprocal: bool = False  # the x axis shows 1 / the key's value (a rate for an interval)
+    phases: tuple = ()  # (label, Window, the test-sized runs' Window or None): stretches time panels shade
 
     def overrides(self, label: str, small: bool) -> list[str]:
         """A run's overrides: its own, then --small's (the figure's, then the run's), then its name."""
@@ -110,6 +113,11 @@ class Figure:
     def measured(self, small: bool) -> Window | None:
         """The window the figure's values are measured over (None: whole runs)."""
         return (self.small_window or self.window) if small else self.window
+
+    def phases_at(self, small: bool) -> list[tuple[str, float, float]]:
+        """The stretches of the runs the time panels shade, as (label, from s, until s)."""
+        return [(label, w.start, w.end) for label, full, small_one in self.phases
+                for w in [(small_one or full) if small else full]]
 
 
 def names() -> list[str]:
@@ -133,12 +141,13 @@ def load(name: str) -> Figure:
     sweep_key, sweep_label, reciprocal = _sweep(data.get("sweep"), path)
     _check_summary(data.get("summary") or [], path)
     window, small_window = _window(data.get("window"), path)
+    phases = _phases(data.get("phases") or [], path)
     return Figure(
         name, str(data.get("title", name)), str(data.get("paper", "")), str(data.get("paper_figure", "")), runs,
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
         _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
         _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
-        sweep_key, sweep_label, series or None, looks or None, window, small_window, reciprocal)
+        sweep_key, sweep_label, series or None, looks or None, window, small_window, reciprocal, phases)
 
 
 def _sweep(given, path: Path) -> tuple[str | None, str | None, bool]:
@@ -163,6 +172,28 @@ def _window(given, path: Path) -> tuple[Window | None, Window | None]:
         return from_mapping(given), None if small is None else from_mapping(small)
     except ValueError as exc:
         raise InputError(f"{path}: window{'' if small is None else ' (or its small)'}: {exc}") from None
+
+
+def _phases(given, path: Path) -> tuple:
+    """Named stretches of simulated time (a rush hour) that the time panels shade."""
+    expected = "expected {label: TEXT, from: S, until: S} and optionally small: {from: S, until: S}"
+    if not isinstance(given, list):
+        raise InputError(f"{path}: phases: expected a list of {{label: TEXT, from: S, until: S}}")
+    phases = []
+    for i, phase in enumerate(given):
+        if not isinstance(phase, dict) or not {"label", "from", "until"} <= set(phase) <= {"label", "from", "until",
+                                                                                            "small"}:
+            raise InputError(f"{path}: phases[{i}]: {expected}")
+        small = phase.get("small")
+        try:
+            stretches = [from_mapping({"from": phase["from"], "until": phase["until"]}),
+                         None if small is None else from_mapping(small)]
+            if any(w is not None and w.end is None for w in stretches):
+                raise ValueError("a phase needs both from and until")
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"{path}: phases[{i}]: {exc}") from None
+        phases.append((str(phase["label"]), *stretches))
+    return tuple(phases)
 
 
 def _check_summary(columns: list, path: Path) -> None:
@@ -351,7 +382,7 @@ def write_page(figure: Figure, out: Path, small: bool) -> Path:
         window, _seconds(window, rows))
     drawn = draw(figure.panels, report / "tables", {name: label for label, name in _run_names(figure).items()},
                  _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out), windowed,
-                 figure.looks) \
+                 figure.looks, figure.phases_at(small)) \
         if figure.panels else []
     summaries = [("Summary", rows)]
     if window is not None:

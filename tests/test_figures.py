@@ -101,10 +101,21 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good + "\nsweep: {key: seed, label: seed, inverse: true}\n", "optionally reciprocal"),
                              (good + "\nwindow: {lsat: 60}\n", "window: expected {from: S, until: S} or {last: S}"),
                              (good + "\nwindow: {last: 60, small: {from: 9, until: 3}}\n", "window (or its small): "),
-                             (good.replace("kind: cdf", "kind: cdf, measured: end", 1), "measured: expected run or")):
+                             (good.replace("kind: cdf", "kind: cdf, measured: end", 1), "measured: expected run or"),
+                             (good + "\nphases: [{label: rush, from: 5}]\n", "phases[0]: expected {label: TEXT"),
+                             (good + "\nphases: [{label: rush, from: 9, until: 3}]\n", "phases[0]: window: expected 0"),
+                             (good + "\nphases: [{label: a, from: 1, until: 3, small: {last: 2}}]\n",
+                              "phases[0]: a phase needs both from and until")):
         (tmp_path / "bad.yaml").write_text(mistake)
         with pytest.raises(InputError, match=re.escape(message)):
             figures.load("bad")
+
+
+def test_a_figures_phases_are_read_for_full_and_test_sized_runs():
+    figure = figures.load("mobile_rush_hour")
+    assert figure.phases_at(small=False) == [("morning rush", 2400.0, 3120.0)]
+    assert figure.phases_at(small=True) == [("morning rush", 60.0, 132.0)]
+    assert figures.load("softlinks_dense").phases_at(small=False) == []
 
 
 @pytest.fixture(scope="module")

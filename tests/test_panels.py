@@ -55,6 +55,18 @@ def test_a_panel_of_zeros_is_not_drawn_and_the_page_says_so(tables, tmp_path):
     assert (tmp_path / "page.png").stat().st_size > 10_000
 
 
+def test_time_panels_shade_and_name_the_figures_phases_and_other_panels_do_not(tables, tmp_path, monkeypatch):
+    saved = []
+    monkeypatch.setattr(style, "save", lambda fig, path: saved.append(fig))
+    spec = [Panel("traffic", "throughput", "pub_copies_per_s"), Panel("Yield", "summary", "yield", kind="bars")]
+    panels.draw(spec, tables, RUNS, "title", tmp_path / "page.png", phases=[("rush", 4.0, 9.0)])
+    time_ax, bars_ax = saved[0].axes
+    bands = [p for p in time_ax.patches if p.get_facecolor()[:3] != (1.0, 1.0, 1.0)]
+    assert len(bands) == 1 and bands[0].get_x() == 4.0 and bands[0].get_width() == 5.0
+    assert [t.get_text() for t in time_ax.texts] == [" rush"] and " rush" not in [t.get_text() for t in bars_ax.texts]
+    style.plt.close(saved[0])
+
+
 def test_bars_merge_identical_variants_and_divide_by_a_reference(tables):
     fig, ax = style.plt.subplots()
     page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [])
