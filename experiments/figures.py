@@ -190,7 +190,7 @@ def _phases(given, path: Path) -> tuple:
                          None if small is None else from_mapping(small)]
             if any(w is not None and w.end is None for w in stretches):
                 raise ValueError("a phase needs both from and until")
-        except (ValueError, TypeError) as exc:
+        except ValueError as exc:
             raise InputError(f"{path}: phases[{i}]: {exc}") from None
         phases.append((str(phase["label"]), *stretches))
     return tuple(phases)

@@ -63,8 +63,9 @@ edge); approximate Steiner trees are Mehlhorn's 2-approximation (the paper cites
 1.55-approximation and proves its bound with 2); a cluster is a set of groups, never a split of one filter's subscribers; MULT2 only
 considers merging clusters that share a sampled document, and MULT merges all clusters at
 once when no two share one (see trees.py); groups without samples ride T0 (filtered, also
-under SemCast), not a SINGLE tree, unless ``unsampled: largest`` says otherwise. Advertisements stay at their broker (they only serve the
-conformance check): routing needs none.
+under SemCast), not a SINGLE tree, unless ``unsampled: largest`` says otherwise.
+Advertisements stay at their broker (they only serve the conformance check): routing needs
+none.
 """
 from __future__ import annotations
 
