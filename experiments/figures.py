@@ -161,17 +161,19 @@ def _sweep(given, path: Path) -> tuple[str | None, str | None, bool]:
     return str(given["key"]), str(given["label"]), given.get("reciprocal", False)
 
 
-def _window(given, path: Path) -> tuple[Window | None, Window | None]:
+def _window(given, path: Path, key: str = "window") -> tuple[Window | None, Window | None]:
+    """``key``'s window and its test-sized one (``small``) from ``{last: S}`` or ``{from: S,
+    until: S}``."""
     if given is None:
         return None, None
     if not isinstance(given, dict):
-        raise InputError(f"{path}: window: expected {{last: S}} or {{from: S, until: S}}, and small: {{...}}")
+        raise InputError(f"{path}: {key}: expected {{last: S}} or {{from: S, until: S}}, and small: {{...}}")
     given = dict(given)
     small = given.pop("small", None)
     try:
         return from_mapping(given), None if small is None else from_mapping(small)
     except ValueError as exc:
-        raise InputError(f"{path}: window{'' if small is None else ' (or its small)'}: {exc}") from None
+        raise InputError(f"{path}: {key}{'' if small is None else ' (or its small)'}: {exc}") from None
 
 
 def _phases(given, path: Path) -> tuple:
@@ -184,15 +186,10 @@ def _phases(given, path: Path) -> tuple:
         if not isinstance(phase, dict) or not {"label", "from", "until"} <= set(phase) <= {"label", "from", "until",
                                                                                             "small"}:
             raise InputError(f"{path}: phases[{i}]: {expected}")
-        small = phase.get("small")
-        try:
-            stretches = [from_mapping({"from": phase["from"], "until": phase["until"]}),
-                         None if small is None else from_mapping(small)]
-            if any(w is not None and w.end is None for w in stretches):
-                raise ValueError("a phase needs both from and until")
-        except ValueError as exc:
-            raise InputError(f"{path}: phases[{i}]: {exc}") from None
-        phases.append((str(phase["label"]), *stretches))
+        full, small = _window({k: v for k, v in phase.items() if k != "label"}, path, f"phases[{i}]")
+        if small is not None and small.end is None:
+            raise InputError(f"{path}: phases[{i}]: a phase needs both from and until")
+        phases.append((str(phase["label"]), full, small))
     return tuple(phases)
 
 
