@@ -163,6 +163,19 @@ def _panel_legends(axes, groups: list[list[list[str]]]) -> None:
     for ax, own in zip(axes[1:], groups[1:]):
         if own and own != groups[0]:
             _legend(ax, widen=False)
+    _fit_stacked_legends(axes)
+
+
+def _fit_stacked_legends(axes) -> None:
+    """Panels stacked in one column, more than one with a legend beside it: the figure grows
+    tall enough that each legend fits beside its own panel (a long first legend would
+    otherwise run into the next one's, and the last run off the figure)."""
+    legends = [ax.get_legend() for ax in axes if ax.get_legend() is not None]
+    if len(legends) < 2 or len({round(ax.get_position().x0, 3) for ax in axes}) > 1:
+        return
+    lines = max(sum(text.get_text().count("\n") + 1 for text in legend.get_texts()) for legend in legends)
+    fig = axes[0].figure
+    fig.set_size_inches(fig.get_figwidth(), max(fig.get_figheight(), len(axes) * (0.2 * lines + 0.6)))
 
 
 def _steps(ax, labels, series) -> None:
@@ -305,6 +318,7 @@ def links(rows, labels, path: Path, span=None):
             ax.set(title="Uplink utilisation: mean (thick) and busiest broker (thin, faint)",
                    ylabel="share of each sample sending (%)", ylim=(0, 105))
         _legend_beside(ax, widen=ax is axes[0, 0])  # lines start high on the left: a legend inside covers them
+    _fit_stacked_legends(axes[:, 0])
     axes[-1, 0].set_xlabel("simulated time (s)")
     _time_axis(axes, span)
     return _save(fig, path)

@@ -332,3 +332,26 @@ def test_a_panel_whose_runs_came_out_identical_differently_names_them(tmp_path, 
             for run, role in size for t in range(5)]
     plots.table_sizes(rows, ["lazy", "active"], tmp_path / "table_size.png")
     assert legends == [["lazy", "active"], None, ["lazy = active: identical"]]
+
+
+def test_stacked_panels_with_long_legends_of_their_own_keep_each_beside_its_panel(tmp_path, monkeypatch):
+    """Throughput and traffic over time for 22 runs (a figure with a sweep on two
+    configurations): the traffic panel names its own identical runs, so both panels carry a
+    long legend beside them; neither runs into the other or off the figure."""
+    from analysis import plots
+
+    checked = []
+
+    def check(fig, path):
+        fig.tight_layout()  # as _save lays a plot out
+        fig.canvas.draw()
+        top, bottom = (ax.get_legend().get_window_extent() for ax in fig.axes)
+        checked.append(top.y0 >= bottom.y1 and bottom.y0 >= 0)
+        return path
+
+    monkeypatch.setattr(plots, "_save", check)
+    runs = [f"C2_S{i % 3}_fanout{i}" for i in range(22)]
+    rows = [{"run": run, "t_s": float(t), "deliveries_per_s": (i + 1) * t,
+             "pub_copies_per_s": (i // 2 + 1) * t} for i, run in enumerate(runs) for t in range(5)]
+    plots.throughput(rows, runs, tmp_path / "throughput.png")
+    assert checked == [True]
