@@ -315,8 +315,8 @@ class _RayTransport:
 
     With ``cpus_per_host`` > 0 every host reserves that many CPUs in a placement group of one
     bundle per host, spread over the nodes (a head started with no CPUs gets none); with 0
-    they reserve nothing (a laptop may run more hosts than it has cores) and are spread as
-    Ray sees fit. A host actor that dies (its process killed, its node gone) raises
+    they reserve nothing (a laptop may run more hosts than it has cores) and are dealt out
+    over the nodes in turn (``_spread``). A host actor that dies (its process killed, its node gone) raises
     ``HostLost`` from the call that notices; the others may be blocked waiting for its batch,
     so ``restore`` replaces them all. With ``collect_into`` (output.collect: driver) hosts
     write no files: the driver takes them after every call and writes them there.
@@ -344,9 +344,24 @@ class _RayTransport:
 
             placements = [PlacementGroupSchedulingStrategy(self.group, i) for i in range(hosts)]
         else:
-            placements = ["SPREAD"] * hosts
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            placements = [NodeAffinitySchedulingStrategy(node, soft=False) for node in self._spread(hosts)]
         return kept + [remote.options(**options, scheduling_strategy=placements[h]).remote()
                        for h in range(len(kept), hosts)]
+
+    def _spread(self, hosts: int) -> list[str]:
+        """The node of each of ``hosts`` hosts that reserve no CPUs: in turn over the live nodes
+        with CPUs, the driver's last (on a cluster, the head), so that N hosts on N nodes run
+        one on each. (Ray's SPREAD strategy does not promise that: on a three-node local
+        cluster it put two of three hosts on one node, and so did a soft node affinity, which
+        gives way to a node still starting its workers.) Only live nodes are chosen: a host
+        lost with its node is restored elsewhere."""
+        driver = self.ray.get_runtime_context().get_node_id()
+        nodes = [n for n in self.ray.nodes() if n.get("Alive")]
+        with_cpus = [n["NodeID"] for n in nodes if n.get("Resources", {}).get("CPU", 0) > 0]
+        order = sorted(with_cpus or [n["NodeID"] for n in nodes], key=lambda node: (node == driver, node))
+        return [order[h % len(order)] for h in range(hosts)]
 
     def _keeps_hosts(self) -> bool:
         return _kept_hosts is not None and self.group is None

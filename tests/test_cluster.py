@@ -16,7 +16,8 @@ from tests.conftest import PROJECT_ROOT
 SCENARIO = PROJECT_ROOT / "experiments" / "scenarios" / "relocation_small_enterprise_grape_load.yaml"
 TABLES = ("deliveries", "messages", "samples", "events")
 
-# a head without CPUs and two workers of one CPU; hosts: auto with a CPU each
+# a cluster of a head and worker nodes on this machine: argv[3] the head's CPUs, argv[4] the
+# workers (one CPU each), the rest scenario overrides
 ON_A_CLUSTER = """
 import json, sys
 import ray
@@ -24,13 +25,12 @@ from ray.cluster_utils import Cluster
 from actors.coordinator import ray_runtime_env, run
 from experiments.scenario import resolve
 
-cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": int(sys.argv[3]), "include_dashboard": False})
+workers = [cluster.add_node(num_cpus=1) for _ in range(int(sys.argv[4]))]
 cluster.wait_for_nodes()
 ray.init(address=cluster.address, runtime_env=ray_runtime_env(), log_to_driver=False, logging_level="ERROR")
 try:
-    manifest = run(resolve(sys.argv[1], ["runtime.hosts=auto", "runtime.cpus_per_host=1"]), sys.argv[2],
-                   progress=False)
+    manifest = run(resolve(sys.argv[1], sys.argv[5:]), sys.argv[2], progress=False)
     print(json.dumps({"manifest": manifest, "head": cluster.head_node.node_id,
                       "workers": [w.node_id for w in workers],
                       "cpus": {n["NodeID"]: n["Resources"].get("CPU", 0) for n in ray.nodes()}}))
@@ -38,6 +38,15 @@ finally:
     ray.shutdown()
     cluster.shutdown()
 """
+
+
+def on_a_cluster(run_dir, head_cpus: int, workers: int, *overrides: str) -> dict:
+    """Run SCENARIO on a cluster of a head and ``workers`` nodes started for it; the manifest,
+    the head's and the workers' node ids and every node's CPUs."""
+    command = [sys.executable, "-c", ON_A_CLUSTER, str(SCENARIO), str(run_dir), str(head_cpus), str(workers), *overrides]
+    result = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def rows(run_dir) -> dict:
@@ -48,10 +57,8 @@ def rows(run_dir) -> dict:
 @pytest.mark.ray
 @pytest.mark.slow
 def test_hosts_spread_over_the_worker_nodes_and_results_match_one_process(tmp_path):
-    result = subprocess.run([sys.executable, "-c", ON_A_CLUSTER, str(SCENARIO), str(tmp_path / "cluster")],
-                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    found = json.loads(result.stdout.strip().splitlines()[-1])
+    # a head without CPUs and two workers of one CPU; hosts: auto with a CPU each
+    found = on_a_cluster(tmp_path / "cluster", 0, 2, "runtime.hosts=auto", "runtime.cpus_per_host=1")
     manifest = found["manifest"]
     assert manifest["hosts"] == 2  # every CPU but the driver's node's (the head has none)
     assert sorted(manifest["host_nodes"]) == sorted(found["workers"])  # one host on each worker
@@ -59,6 +66,19 @@ def test_hosts_spread_over_the_worker_nodes_and_results_match_one_process(tmp_pa
     weights = host_weights(manifest["host_nodes"], found["cpus"])  # partitioned knowing where hosts run
     brokers = {r["broker"]: r["host"] for r in read_table(tmp_path / "cluster", "brokers").to_pylist()}
     assert weights == [1.0, 1.0] and brokers == partition(resolve(SCENARIO).graph, 2, weights)
+    run(resolve(SCENARIO), tmp_path / "local", progress=False)
+    assert rows(tmp_path / "cluster") == rows(tmp_path / "local")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_hosts_reserving_no_cpus_spread_one_per_node_and_exchange_directly(tmp_path):
+    # three nodes of one CPU, the head among them; three hosts that reserve nothing
+    found = on_a_cluster(tmp_path / "cluster", 1, 2, "runtime.hosts=3")
+    manifest = found["manifest"]
+    assert sorted(manifest["host_nodes"]) == sorted([found["head"], *found["workers"]])  # one host on each node
+    assert not relays(manifest["host_nodes"])  # so the three exchange their batches pair by pair
+    assert manifest["windows"] > 100  # and did, many times
     run(resolve(SCENARIO), tmp_path / "local", progress=False)
     assert rows(tmp_path / "cluster") == rows(tmp_path / "local")
 
