@@ -12,7 +12,8 @@ host's work, from a two-host run) it prints, per host count H, the model
     wall = busiest host's events x C  +  windows x S
 
 on H nodes, one host each: the event work no longer shrinks once one host holds the most
-events, and the windows do not shrink with H at all.
+events, and the windows do not shrink with H at all. With ``--cores K`` the H hosts share K
+cores (a local cluster on one machine): the event work is then at least all events x C / K.
 """
 import argparse
 import tempfile
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     parser.add_argument("--event-us", type=float, help="host time per event (one-host run)")
     parser.add_argument("--window-ms", type=float, help="wall time per window beyond the busiest host's work")
+    parser.add_argument("--cores", type=int, help="cores the hosts share (default: one per host)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for hosts in map(int, args.hosts.split(",")):
@@ -57,8 +59,9 @@ def main() -> None:
             line = (f"hosts {hosts:>3}: {result['windows']:,} windows, {sum(events):,} events, busiest host "
                     f"{max(events):,} ({max(events) / (sum(events) / hosts):.2f}x the mean)  [{result['wall_s']:.0f} s here]")
             if args.event_us and args.window_ms:
-                work, sync = max(events) * args.event_us / 1e6, result["windows"] * args.window_ms / 1e3
-                line += (f"\n           model: {work + sync:,.0f} s = {work:,.0f} s of the busiest host's events "
+                shared = sum(events) / args.cores if args.cores else 0
+                work, sync = max(max(events), shared) * args.event_us / 1e6, result["windows"] * args.window_ms / 1e3
+                line += (f"\n           model: {work + sync:,.0f} s = {work:,.0f} s of the events "
                          f"+ {sync:,.0f} s of windows ({sync / (work + sync):.0%})")
             print(line, flush=True)
 
