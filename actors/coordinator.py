@@ -316,9 +316,9 @@ class _RayTransport:
     With ``cpus_per_host`` > 0 every host reserves that many CPUs in a placement group of one
     bundle per host, spread over the nodes (a head started with no CPUs gets none); with 0
     they reserve nothing (a laptop may run more hosts than it has cores) and are dealt out
-    over the nodes in turn (``_spread``). A host actor that dies (its process killed, its node gone) raises
-    ``HostLost`` from the call that notices; the others may be blocked waiting for its batch,
-    so ``restore`` replaces them all. With ``collect_into`` (output.collect: driver) hosts
+    over the nodes in turn (``_spread``). A host actor that dies (its process killed, its node
+    gone) raises ``HostLost`` from the call that notices; the others may be blocked waiting
+    for its batch, so ``restore`` replaces them all. With ``collect_into`` (output.collect: driver) hosts
     write no files: the driver takes them after every call and writes them there.
 
     Actors start empty, so that the brokers can be partitioned knowing where each host runs
