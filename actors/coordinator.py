@@ -358,9 +358,9 @@ class _RayTransport:
         gives way to a node still starting its workers.) Only live nodes are chosen: a host
         lost with its node is restored elsewhere."""
         driver = self.ray.get_runtime_context().get_node_id()
-        nodes = [n for n in self.ray.nodes() if n.get("Alive")]
-        with_cpus = [n["NodeID"] for n in nodes if n.get("Resources", {}).get("CPU", 0) > 0]
-        order = sorted(with_cpus or [n["NodeID"] for n in nodes], key=lambda node: (node == driver, node))
+        cpus = self._live_node_cpus()
+        with_cpus = [node for node, count in cpus.items() if count > 0]
+        order = sorted(with_cpus or list(cpus), key=lambda node: (node == driver, node))
         return [order[h % len(order)] for h in range(hosts)]
 
     def _keeps_hosts(self) -> bool:
@@ -385,8 +385,11 @@ class _RayTransport:
 
     def host_weights(self) -> list[float]:
         """Each host's share of a CPU on the node it runs on (see ``partition.host_weights``)."""
-        cpus = {n["NodeID"]: n.get("Resources", {}).get("CPU", 0) for n in self.ray.nodes() if n.get("Alive")}
-        return host_weights(self.nodes(), cpus)
+        return host_weights(self.nodes(), self._live_node_cpus())
+
+    def _live_node_cpus(self) -> dict[str, float]:
+        """The CPUs of each live node of the cluster, by node id."""
+        return {n["NodeID"]: n.get("Resources", {}).get("CPU", 0) for n in self.ray.nodes() if n.get("Alive")}
 
     def start(self, specs: list[HostSpec], checkpoint: Checkpoint | None = None) -> None:
         """Give the hosts their brokers, as they were at ``checkpoint`` or new (None)."""
