@@ -3,6 +3,9 @@
 Each (attribute, type) pair holds, for every entry that constrains it, the entry's interval
 bounds as float64 (numbers as themselves, strings as order-preserving codes from
 ``Vocabulary``), in an interval column or, for equality constraints, in a bucket per value.
+Every table of a process shares one vocabulary, and a message keeps its encoding on itself
+while the vocabulary gains no word, so a publication or filter is encoded once per process,
+not at every table it meets.
 Every entry also keeps all its cells together in a row. A query probes few column cells
 for candidates and checks each candidate's row (the numba kernel of protocols/kernels.py):
 matching a publication probes one access cell per entry (in the bucket of the entry's least
@@ -30,6 +33,7 @@ covered. Answers name entries' slots only.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from dataclasses import dataclass, fields
 from typing import Callable, Hashable, NamedTuple
@@ -89,7 +93,12 @@ class Vocabulary:
 
     Codes of known strings are distinct and ordered like the strings; an unknown string gets
     a code strictly between its neighbours', so comparisons against known codes stay exact.
-    ``version`` changes whenever existing codes change (the index then re-encodes).
+    ``version`` changes whenever existing codes change (an index then re-encodes its cells);
+    ``generation`` whenever any code may change, an unknown word's too: on every new word.
+    Generations are unique in the process, so a message's encoding cached under one
+    (``points``, ``probes``) is this vocabulary's and current. One vocabulary serves every
+    routing table of a process (``FilterIndex``), so a message is encoded once per process,
+    not once per table it meets.
     """
 
     def __init__(self) -> None:
@@ -97,6 +106,7 @@ class Vocabulary:
         self.codes: list[float] = []
         self.code_of: dict[str, float] = {}
         self.version = 0
+        self.generation = next(_GENERATIONS)
 
     def _between(self, i: int) -> float:
         if not self.words:
@@ -119,6 +129,7 @@ class Vocabulary:
         self.words.insert(i, word)
         self.codes.insert(i, code)
         self.code_of[word] = code
+        self.generation = next(_GENERATIONS)
         if not fits:
             self._renumber()
 
@@ -138,6 +149,41 @@ class Vocabulary:
             self.add(word)
             return self.code_of[word]
         return code
+
+    def bounds(self, c: Constraint) -> tuple[float, bool, float, bool]:
+        lo = -np.inf if c.lo is None else self._encode(c.lo, c.type)
+        hi = np.inf if c.hi is None else self._encode(c.hi, c.type)
+        return lo, c.lo_open, hi, c.hi_open
+
+    def _encode(self, value, type_: str) -> float:
+        return self.code(value) if type_ == STRING else float(value)
+
+    def points(self, publication: Publication) -> list[tuple]:
+        """A publication's points (attribute, type, code, value), encoded once per generation."""
+        return self._cached(publication, lambda: [
+            (attr, STRING, self.code(v), v) if isinstance(v, str) else (attr, NUMERIC, float(v), v)
+            for attr, v in publication.items
+        ])
+
+    def probes(self, f: Filter) -> list[tuple]:
+        """A conjunction's probes (attribute, type, bounds, residual, constraint), encoded
+        once per generation."""
+        return self._cached(f, lambda: [(attr, c.type, self.bounds(c), c.residual, c) for attr, c in f.constraints.items()])
+
+    def _cached(self, message, encode: Callable[[], list]) -> list[tuple]:
+        cached = message.encoded
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        while True:  # encoding an unknown word may add it (no float left between neighbours)
+            generation = self.generation
+            encoded = encode()
+            if generation == self.generation:
+                object.__setattr__(message, "encoded", (generation, encoded))
+                return encoded
+
+
+_GENERATIONS = itertools.count(1)
+PROCESS_VOCABULARY = Vocabulary()
 
 
 def _grown(array: np.ndarray, size: int, keep: int) -> np.ndarray:
@@ -407,9 +453,9 @@ class FilterIndex:
     are deterministic. ``work`` (possibly shared by several tables) accumulates the counters.
     """
 
-    def __init__(self, work: Work | None = None) -> None:
+    def __init__(self, work: Work | None = None, vocabulary: Vocabulary | None = None) -> None:
         self.work = work if work is not None else Work()
-        self.vocabulary = Vocabulary()
+        self.vocabulary = vocabulary if vocabulary is not None else PROCESS_VOCABULARY
         self._encoded_version = 0
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         self._arena = _Arena()
@@ -490,11 +536,12 @@ class FilterIndex:
         places, row = [], []
         access = rank = None
         empty = False
-        for attr, c in constraints.items():
+        for c in constraints.values():
             if c.type == STRING:  # a renumbering here re-encodes the cells before the next query
                 for word in (c.lo, c.hi):
                     if word is not None:
                         self.vocabulary.add(word)
+        for attr, _, (lo, lo_open, hi, hi_open), _, c in self.vocabulary.probes(f):
             attribute = self._attribute(attr, c.type)
             point = c.point
             place = attribute.place(point)
@@ -506,7 +553,6 @@ class FilterIndex:
             place_rank = (point is None or 2 * place.size >= attribute.cells, point is not None, place.size)
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank
-            lo, lo_open, hi, hi_open = self._bounds(c)
             empty |= c.empty
             row += (lo, hi, attribute.id * 8 + kernels.cell_bits(lo_open, hi_open, c.residual))
         residual = self._residual_constraints[slot] = tuple((a, c) for a, c in constraints.items() if c.residual)
@@ -691,14 +737,6 @@ class FilterIndex:
         return [column for attribute in self._attributes.values() for place in attribute.places()
                 for column in (place.access, place.others)]
 
-    def _bounds(self, c: Constraint) -> tuple[float, bool, float, bool]:
-        lo = -np.inf if c.lo is None else self._encode(c.lo, c.type)
-        hi = np.inf if c.hi is None else self._encode(c.hi, c.type)
-        return lo, c.lo_open, hi, c.hi_open
-
-    def _encode(self, value, type_: str) -> float:
-        return self.vocabulary.code(value) if type_ == STRING else float(value)
-
     def _encode_residuals(self, residual: tuple) -> list[float]:
         """The residual lines of an entry's residual constraints, flattened: one per excluded
         number and one per string condition (its condition id)."""
@@ -723,7 +761,7 @@ class FilterIndex:
                                  key=lambda item: self._attributes[item[0], item[1].type].id)
             for j, (column, (_, c)) in enumerate(zip(self._columns_of[slot], constraints)):
                 if c.type == STRING:
-                    lo, _, hi, _ = self._bounds(c)
+                    lo, _, hi, _ = self.vocabulary.bounds(c)
                     i = column.start + self._offsets.flat[self._offsets.start[slot] + j]
                     arena.lo[i], arena.hi[i] = lo, hi
                     lines[rows.start[slot] + j, :2] = lo, hi
@@ -856,19 +894,6 @@ class FilterIndex:
             work.cover_entries += len(self._slot_of)
             work.cover_predicates += cells
 
-    def _stable_probes(self, make: Callable[[], list]) -> list:
-        """Build query probes; rebuild if encoding a new word renumbered the vocabulary."""
-        while True:
-            version = self.vocabulary.version
-            probes = make()
-            if version == self.vocabulary.version:
-                return probes
-
-    def _query_bounds(self, f: Filter):
-        return self._stable_probes(
-            lambda: [(attr, c.type, self._bounds(c), c.residual, c) for attr, c in f.constraints.items()]
-        )
-
     def _exact(self, slots: np.ndarray, recheck, exact: Callable[[int], bool]) -> np.ndarray:
         """``slots`` but those flagged in ``recheck`` (per slot, or True: all) that fail ``exact``."""
         if recheck is False:
@@ -896,11 +921,7 @@ class FilterIndex:
         that also checks their residual conditions and groups them (see ``Match``): the
         groups of a routing table are last hops, and ``exclude`` the one the publication came
         from."""
-        points = self._stable_probes(
-            lambda: [(attr, STRING, self.vocabulary.code(v), v) if isinstance(v, str) else (attr, NUMERIC, float(v), v)
-                     for attr, v in publication.items]
-        )
-        segments, bounds, candidates = self._plan_match(points)
+        segments, bounds, candidates = self._plan_match(self.vocabulary.points(publication))
         if not candidates:
             return Match(np.zeros(0, np.int64), [], np.zeros(0, np.int64))
         slots, local = np.empty(candidates, np.int64), np.empty(candidates, np.int64)
@@ -937,7 +958,7 @@ class FilterIndex:
         if unsatisfiable(f):
             self._probe([], kernels.CONTAINS, "cover", None)
             return np.array(sorted(self._slot_of.values()), np.int64)
-        slots, _ = self._probe(self._query_bounds(f), kernels.CONTAINS, "cover", None)
+        slots, _ = self._probe(self.vocabulary.probes(f), kernels.CONTAINS, "cover", None)
         recheck = True if _has_residual(f) else self._residual[slots]
         return self._entries(self._exact(slots, recheck, lambda slot: _residuals_implied(self._filters[slot], f)))
 
@@ -952,7 +973,7 @@ class FilterIndex:
 
     def _covered_by_conjunction(self, f: Filter) -> np.ndarray:
         """Slots (entries' or their disjuncts'), in slot order, that conjunction ``f`` covers."""
-        slots, _ = self._probe(self._query_bounds(f), kernels.WITHIN, "cover", len(f.constraints))
+        slots, _ = self._probe(self.vocabulary.probes(f), kernels.WITHIN, "cover", len(f.constraints))
         if self._unsat_slots:
             slots = np.union1d(slots, np.fromiter(self._unsat_slots, np.int64))
         recheck = (True if _has_residual(f) else self._residual[slots]) & ~self._unsat[slots]
@@ -971,7 +992,7 @@ class FilterIndex:
         entries touching ``sub`` in a point there (or unsatisfiable ones) are re-checked."""
         if unsatisfiable(sub):
             return np.zeros(0, np.int64)
-        slots, points = self._probe(self._query_bounds(sub), kernels.OVERLAP, "match", len(sub.constraints))
+        slots, points = self._probe(self.vocabulary.probes(sub), kernels.OVERLAP, "match", len(sub.constraints))
         return self._entries(self._exact(slots, points, lambda slot: _overlaps_hold(self._filters[slot], sub)))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
@@ -983,7 +1004,7 @@ class FilterIndex:
         return self._union(self._intersected_by_conjunction(d) for d in adv.disjuncts)
 
     def _intersected_by_conjunction(self, adv: Filter) -> np.ndarray:
-        slots, points = self._probe(self._query_bounds(adv), kernels.OVERLAP, "match", None)
+        slots, points = self._probe(self.vocabulary.probes(adv), kernels.OVERLAP, "match", None)
         recheck = True if unsatisfiable(adv) else points
         return self._entries(self._exact(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot])))
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 Value = float | int | str
@@ -72,6 +72,7 @@ class Filter:
 
     predicates: tuple[Predicate, ...]
     alternatives: tuple["Filter", ...] = ()
+    encoded = None  # not a field: a routing table's cache of its encoding (``index.Vocabulary.probes``)
 
     @property
     def disjuncts(self) -> tuple["Filter", ...]:
@@ -94,8 +95,8 @@ class Filter:
             grouped.setdefault(p.attr, []).append(p)
         return {attr: tuple(predicates) for attr, predicates in grouped.items()}
 
-    def __getstate__(self) -> dict:
-        return {name: value for name, value in self.__dict__.items() if name != "by_attribute"}  # rebuilt cheaply
+    def __getstate__(self) -> dict:  # without what is rebuilt cheaply, and a routing table's cache
+        return {name: value for name, value in self.__dict__.items() if name not in ("by_attribute", "encoded")}
 
     def __str__(self) -> str:
         if self.alternatives:
@@ -105,11 +106,15 @@ class Filter:
 
 @dataclass(frozen=True, slots=True)
 class Publication:
-    """A publication: attribute -> value (numbers or strings)."""
+    """A publication: attribute -> value (numbers or strings). ``encoded`` is a routing
+    table's cache of its encoded points (see ``index.Vocabulary.points``): never pickled,
+    never compared."""
 
     items: tuple[tuple[str, Value], ...]
+    encoded: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
-    __reduce__ = rebuilt_by_constructor
+    def __reduce__(self):
+        return Publication, (self.items,)
 
     def as_dict(self) -> dict[str, Value]:
         return dict(self.items)

@@ -1,4 +1,5 @@
 """The vectorised index must answer exactly what the scalar oracle answers."""
+import pickle
 import random
 from unittest import mock
 
@@ -136,6 +137,30 @@ def test_index_with_many_string_words_matches_oracle():
         assert index.matching(pub) == [k for k, f in enumerate(entries) if matches(f, pub)]
 
 
+def test_an_encoding_cached_on_a_message_is_redone_after_any_new_word():
+    """A word between two known ones is encoded between them; once a word is added there,
+    the publication's cached code would equal the new word's, and a ``>= 'bb'`` entry would
+    match ``'b'``."""
+    vocabulary = Vocabulary()
+    first, second = FilterIndex(vocabulary=vocabulary), FilterIndex(vocabulary=vocabulary)
+    first.add("a", parse_filter("[s,eq,'a']"))
+    first.add("c", parse_filter("[s,eq,'c']"))
+    pub, query = parse_publication("[s,'b']"), parse_filter("[s,str-le,'b']")
+    assert first.matching(pub) == [] and first.intersected_by(query) == ["a"]
+    second.add("from bb", parse_filter("[s,str-ge,'bb']"))
+    assert second.matching(pub) == [] and second.intersected_by(query) == []
+    assert first.matching(pub) == [] and first.intersected_by(query) == ["a"]
+
+
+def test_cached_encodings_do_not_travel_between_processes():
+    pub, f = parse_publication("[s,'b'],[x,1]"), parse_filter("[s,str-le,'b'],[x,>,0]")
+    index = FilterIndex()
+    index.add("f", f)
+    assert index.matching(pub) == ["f"] and pub.encoded is not None and f.encoded is not None
+    assert pickle.loads(pickle.dumps(pub)).encoded is None
+    assert pickle.loads(pickle.dumps(f)).encoded is None
+
+
 def test_work_counters_grow_with_table_size():
     pub = parse_publication("[x,5]")
     small, large = FilterIndex(), FilterIndex()
@@ -152,7 +177,7 @@ def test_work_counters_grow_with_table_size():
 def test_answers_stay_exact_when_string_codes_are_renumbered():
     """Words squeezed ever closer exhaust the float gaps; every column must be re-encoded."""
     words = ["a", "m"] + ["l" + "z" * depth for depth in range(70)]
-    index = FilterIndex()
+    index = FilterIndex(vocabulary=Vocabulary())  # its own: the process's may have renumbered already
     entries = []
     for word in words:
         for text in (f"[s,eq,'{word}']", f"[s,str-ge,'{word}']", f"[s,str-prefix,'{word}']"):
