@@ -456,7 +456,7 @@ class FilterIndex:
     def __init__(self, work: Work | None = None, vocabulary: Vocabulary | None = None) -> None:
         self.work = work if work is not None else Work()
         self.vocabulary = vocabulary if vocabulary is not None else PROCESS_VOCABULARY
-        self._encoded_version = 0
+        self._encoded_version = self.vocabulary.version  # the codes its cells hold
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         self._arena = _Arena()
         self._blocks = _Lines(2)  # per sorted column (its key): (greatest hi, least hi) of each block of cells
