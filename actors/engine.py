@@ -31,9 +31,10 @@ from __future__ import annotations
 import heapq
 import json
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from protocols.broker import Broker
+from protocols.language import Publication
 from protocols.messages import Message
 
 from .costs import CostModel
@@ -182,7 +183,11 @@ class Engine:
     # ------------------------------------------------------------------ inputs
 
     def inject(self, t_us: int, broker: str, seq: int, message: Message) -> None:
-        """A client operation entering ``broker``'s mailbox at ``t_us``."""
+        """A client operation entering ``broker``'s mailbox at ``t_us``. A publication enters
+        as a copy: routing tables keep its encoding on it (protocols/index.py), which must go
+        once it is routed, not stay for the run with the workload the caller holds."""
+        if message.publication is not None:
+            message = replace(message, publication=Publication(message.publication.items))
         key = (t_us, ARRIVAL, self.index_of[broker], -1, seq)
         heapq.heappush(self.heap, (key, Arrival(key, broker, None, message)))
 

@@ -101,6 +101,18 @@ def test_accounting_balances_with_drops_under_a_burst(write_scenario, tmp_path):
         assert spent.to_dict() == sampled[spent.index].to_dict()
 
 
+def test_a_run_in_one_process_leaves_no_encoding_on_the_callers_workload(write_scenario, tmp_path):
+    """Routing tables keep a publication's encoding on it (protocols/index.py): the
+    publications the caller's workload holds for the whole run must not carry it, or every
+    publication ever published would keep its encoding, three times its own size."""
+    spec = resolve(write_scenario(small_scenario()))
+    manifest = run(spec, tmp_path / "run", progress=False)
+    publications = [i.message.publication for i in spec.injections if i.message.kind == "pub"]
+    assert manifest["status"] == "complete" and len(publications) > 50
+    assert read_table(tmp_path / "run", "deliveries").num_rows > 0
+    assert all(p.encoded is None for p in publications)
+
+
 def test_samples_every_interval_and_at_the_end(write_scenario, tmp_path):
     out = tmp_path / "run"
     path = write_scenario(small_scenario(duration="3.5s", runtime__sample_interval="1s"))
