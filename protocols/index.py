@@ -168,7 +168,9 @@ class Vocabulary:
     def probes(self, f: Filter) -> list[tuple]:
         """A conjunction's probes (attribute, type, bounds, residual, constraint), encoded
         once per generation."""
-        return self._cached(f, lambda: [(attr, c.type, self.bounds(c), c.residual, c) for attr, c in f.constraints.items()])
+        return self._cached(f, lambda: [
+            (attr, c.type, self.bounds(c), c.residual, c) for attr, c in f.constraints.items()
+        ])
 
     def _cached(self, message, encode: Callable[[], list]) -> list[tuple]:
         cached = message.encoded
