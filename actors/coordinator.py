@@ -35,7 +35,7 @@ from .checkpoints import Checkpoint, Checkpoints
 from .costs import CostModel
 from .engine import Settings
 from .faults import FaultSchedule
-from .host import BrokerHost, HostSpec, Status, next_window_start, window_end
+from .host import BrokerHost, HostSpec, Status, collecting_rarely, next_window_start, window_end
 from .partition import host_weights, partition
 from .results import as_run_dir, discard_parts, write_manifest, write_table
 from .storage import RunDir
@@ -162,11 +162,12 @@ def _simulate(spec: RunSpec, run_dir: RunDir, transport, placement: dict[str, in
     """Start the hosts (from the latest checkpoint, if any), drive them to the end, and record
     the outcome; a complete run keeps no checkpoints."""
     hosts = manifest["hosts"]
-    transport.start(host_specs(spec, None if transport.collects else run_dir, hosts, placement),
-                    checkpoints.restore_point())
-    manifest["host_nodes"] = transport.nodes()
-    end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), checkpoints, manifest, clock,
-                              progress)
+    with collecting_rarely():  # hosts in this process (hosts: 0), or the driver's own heap
+        transport.start(host_specs(spec, None if transport.collects else run_dir, hosts, placement),
+                        checkpoints.restore_point())
+        manifest["host_nodes"] = transport.nodes()
+        end_us, statuses = _drive(spec, transport, _lookahead(spec, hosts, placement), checkpoints, manifest,
+                                  clock, progress)
     manifest["host_nodes"] = transport.nodes()  # a host restored after a loss may be elsewhere
     manifest.update(status="complete", sim_end_us=end_us, events=sum(s.arrivals for s in statuses),
                     windows=statuses[0].windows, host_busy_s=[round(s.busy_s, 3) for s in statuses],

@@ -10,9 +10,11 @@ same windows and the coordinator only sees chunk boundaries.
 """
 from __future__ import annotations
 
+import gc
 import pickle
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -69,6 +71,30 @@ def window_end(statuses: list[Status], lookahead: int) -> float:
     return min(s.next_output for s in statuses) + lookahead
 
 
+# Second-generation collections between two full ones (Python's default: 10). A host's heap
+# grows by its routing tables all run long, and at the default a full collection walks all of
+# it every few seconds: 16 times, 3.5 s of a 70 s one-host scale_500 run, where this leaves one
+# and the same peak memory (bench/RESULTS.md, issue 40).
+FULL_COLLECTION_EVERY = 1000
+
+
+def collect_rarely() -> None:
+    """Make this process's full garbage collections rare (a host's own process)."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
+
+
+@contextmanager
+def collecting_rarely():
+    """Full garbage collections rare while hosts run in the caller's process; as before after."""
+    thresholds = gc.get_threshold()
+    collect_rarely()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+
+
 def _fresh_broker(neighbors: dict[str, list[str]], protocol: dict, overlay: dict[str, list[str]], name: str):
     """A new, empty broker ``name`` (at the start, and when a crashed one restarts)."""
     return make_broker(name, neighbors[name], protocol, overlay)
@@ -92,8 +118,10 @@ class BrokerHost:
 
     def __init__(self, spec: HostSpec | None = None, snapshot: str | bytes | None = None) -> None:
         self.channels = Channels()
-        if spec is not None:  # else a Ray actor, started once the driver knows where it runs
+        if spec is not None:
             self.start(spec, snapshot)
+        else:  # a Ray actor, started once the driver knows where it runs, in a process of its own
+            collect_rarely()
 
     def start(self, spec: HostSpec, snapshot: str | bytes | None = None) -> None:
         self.spec = replace(spec, injections=[])

@@ -1,4 +1,5 @@
 """The runtime end to end: exact deliveries, determinism across hosting, accounting, snapshots."""
+import gc
 import json
 
 import pyarrow.compute as pc
@@ -7,6 +8,8 @@ import pytest
 from actors.checkpoints import Checkpoint, Checkpoints
 from actors.coordinator import _LocalTransport, host_specs, run
 from actors.costs import load_profile
+from actors.engine import Engine
+from actors.host import FULL_COLLECTION_EVERY, BrokerHost
 from actors.partition import boundary_distances, partition
 from actors.results import read_table
 from experiments.cli import main
@@ -172,6 +175,30 @@ def test_snapshot_restore_gives_identical_remaining_output(write_scenario, tmp_p
     for table in ("deliveries", "messages", "samples", "events"):
         assert sorted_rows(resumed, table) == sorted_rows(full, table), table
     assert read_table(full, "deliveries").num_rows > 50
+
+
+def test_hosts_collect_their_whole_heap_rarely_and_a_callers_process_after_as_before(
+        write_scenario, tmp_path, monkeypatch):
+    """Full garbage collections walk a host's whole heap, which grows all run long: hosts run
+    with them rare, in a process of their own (a Ray actor) for good, in the caller's process
+    (hosts: 0) only while the run lasts."""
+    before = gc.get_threshold()
+    assert before[2] != FULL_COLLECTION_EVERY
+    during, run_until = [], Engine.run_until
+
+    def observed(engine, until):
+        during.append(gc.get_threshold())
+        run_until(engine, until)
+
+    monkeypatch.setattr(Engine, "run_until", observed)
+    run(resolve(write_scenario(small_scenario())), tmp_path / "run", progress=False)
+    assert during and set(during) == {before[:2] + (FULL_COLLECTION_EVERY,)}
+    assert gc.get_threshold() == before
+    try:
+        BrokerHost()  # as Ray makes a host actor
+        assert gc.get_threshold() == before[:2] + (FULL_COLLECTION_EVERY,)
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_run_records_failure_in_manifest(write_scenario, tmp_path, monkeypatch):
