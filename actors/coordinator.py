@@ -171,7 +171,8 @@ def _simulate(spec: RunSpec, run_dir: RunDir, transport, placement: dict[str, in
     manifest["host_nodes"] = transport.nodes()  # a host restored after a loss may be elsewhere
     manifest.update(status="complete", sim_end_us=end_us, events=sum(s.arrivals for s in statuses),
                     windows=statuses[0].windows, host_busy_s=[round(s.busy_s, 3) for s in statuses],
-                    host_waiting_s=[round(s.waiting_s, 3) for s in statuses])
+                    host_waiting_s=[round(s.waiting_s, 3) for s in statuses],
+                    host_behind_s=[round(s.behind_s, 3) for s in statuses])
     if checkpoints.latest is not None:
         manifest["checkpoints"] = checkpoints.latest.epoch
     checkpoints.remove()

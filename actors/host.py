@@ -58,6 +58,7 @@ class Status:
     windows: int = 0  # windows run so far
     busy_s: float = 0.0  # wall time spent running them
     waiting_s: float = 0.0  # wall time spent waiting for the other hosts' batches
+    behind_s: float = 0.0  # of that, the time the window's busiest host ran longer (summed over windows)
 
 
 def next_window_start(statuses: list[Status]) -> float:
@@ -93,6 +94,13 @@ def collecting_rarely():
         yield
     finally:
         gc.set_threshold(*thresholds)
+
+
+def behind_busiest(before: list[Status], after: list[Status], host: int) -> float:
+    """How much longer than ``host`` the busiest host ran its window, from every host's
+    statuses (in host order) before the window and after it."""
+    ran = [a.busy_s - b.busy_s for a, b in zip(after, before)]
+    return max(ran) - ran[host]
 
 
 def _fresh_broker(neighbors: dict[str, list[str]], protocol: dict, overlay: dict[str, list[str]], name: str):
@@ -131,11 +139,12 @@ class BrokerHost:
         self.arrived = threading.Condition()
         if snapshot is None:
             epoch, self.window_number = 0, 0
-            self.busy_s = self.waiting_s = 0.0  # wall time running windows / waiting for peers (measured only)
+            # wall time running windows / waiting for peers / behind the busiest host (measured only)
+            self.busy_s = self.waiting_s = self.behind_s = 0.0
             self.engine = self._new_engine(spec)
         else:
             state = pickle.loads(snapshot) if isinstance(snapshot, bytes) else self.writer.run_dir.read_pickle(snapshot)
-            epoch, self.window_number, self.busy_s, self.waiting_s, self.engine = state
+            epoch, self.window_number, self.busy_s, self.waiting_s, self.behind_s, self.engine = state
             self.engine.writer = self.writer
         self.writer.discard_after(epoch)
 
@@ -157,7 +166,7 @@ class BrokerHost:
         next_output = min(engine.earliest_output(), engine.earliest_output_of(outgoing))
         return Status(
             engine.next_time(), next_outgoing, next_output, engine.arrivals, engine.largest_queue(), engine.last_event_t,
-            self.window_number, self.busy_s, self.waiting_s,
+            self.window_number, self.busy_s, self.waiting_s, self.behind_s,
         )
 
     def receive(self, *batches) -> None:
@@ -206,19 +215,22 @@ class BrokerHost:
         start = next_window_start(statuses)
         while start < stop:
             status, *batches = self.run_window(int(min(window_end(statuses, lookahead), stop)))
-            incoming, statuses = exchange(self.window_number, batches, status)
+            incoming, after = exchange(self.window_number, batches, status)
+            self.behind_s += behind_busiest(statuses, after, self.spec.host)
+            statuses = after
             for batch in incoming:
                 self.engine.receive(batch)
             start = next_window_start(statuses)
         return self.status()
 
     def _direct(self, number: int, batches: list, status: Status) -> tuple[list, list[Status]]:
-        """Every peer its batch and this status; theirs back (batches in host order)."""
+        """Every peer its batch and this status; theirs back (batches and statuses in host order)."""
         others = [h for h in range(self.spec.hosts) if h != self.spec.host]
         for host in others:
             self.channels.send(host, (number, self.spec.host, batches[host], status))
         received = self._await(number, len(others))
-        return [received[h][0] for h in sorted(received)], [status] + [received[h][1] for h in sorted(received)]
+        statuses = [status if h == self.spec.host else received[h][1] for h in range(self.spec.hosts)]
+        return [received[h][0] for h in sorted(received)], statuses
 
     def _relayed(self, number: int, batches: list, status: Status) -> tuple[list, list[Status]]:
         """Through host 0: every other host sends it all its batches and its status, and gets
@@ -257,5 +269,6 @@ class BrokerHost:
         ``snapshot`` in the run directory (at a chunk boundary: nothing is on its way between
         hosts); returns the epoch."""
         epoch = self.writer.next_epoch()
-        self.writer.run_dir.write_pickle(snapshot, (epoch, self.window_number, self.busy_s, self.waiting_s, self.engine))
+        measured = (self.busy_s, self.waiting_s, self.behind_s)
+        self.writer.run_dir.write_pickle(snapshot, (epoch, self.window_number, *measured, self.engine))
         return epoch

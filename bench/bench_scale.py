@@ -69,6 +69,7 @@ def run(scenario: Path, hosts: str, overrides: list[str], out: Path) -> dict:
         by_role.setdefault(name, []).append(peak)
     return {"hosts": hosts, "wall_s": manifest["wall_s"], "process_s": round(wall, 1), "events": manifest["events"],
             "windows": manifest["windows"], "busy_s": manifest["host_busy_s"], "waiting_s": manifest["host_waiting_s"],
+            "behind_s": manifest["host_behind_s"],
             "peaks_mb": {name: sorted(round(p / 2**20) for p in v) for name, v in sorted(by_role.items())}}
 
 
@@ -81,7 +82,8 @@ def where_the_time_goes(result: dict) -> str:
     line = f"    {result['windows']:,} windows; hosts busy {busy} s, {per_event_us:.0f} us of host time per event"
     if len(busy) > 1:
         sync_ms = (result["wall_s"] - max(busy)) / result["windows"] * 1e3
-        line += f"; waiting {result['waiting_s']} s; {sync_ms:.1f} ms a window beyond the busiest host's work"
+        line += (f"; waiting {result['waiting_s']} s, of which behind each window's busiest host "
+                 f"{result['behind_s']} s; {sync_ms:.1f} ms a window beyond the busiest host's work")
     return line
 
 

@@ -1,12 +1,15 @@
 """The runtime end to end: exact deliveries, determinism across hosting, accounting, snapshots."""
 import gc
 import json
+import os
+import threading
+import time
 
 import pyarrow.compute as pc
 import pytest
 
 from actors.checkpoints import Checkpoint, Checkpoints
-from actors.coordinator import _LocalTransport, host_specs, run
+from actors.coordinator import _LocalTransport, _lookahead, host_specs, run
 from actors.costs import load_profile
 from actors.engine import Engine
 from actors.host import FULL_COLLECTION_EVERY, BrokerHost
@@ -199,6 +202,54 @@ def test_hosts_collect_their_whole_heap_rarely_and_a_callers_process_after_as_be
         assert gc.get_threshold() == before[:2] + (FULL_COLLECTION_EVERY,)
     finally:
         gc.set_threshold(*before)
+
+
+def test_hosts_count_the_time_they_wait_behind_a_busier_host(write_scenario, tmp_path):
+    """Two hosts exchanging windows over their channels (as Ray's hosts do; here threads), one
+    of them 3 ms slower every window: the other counts those milliseconds as time behind the
+    busiest host, within its waiting, and the slow one counts next to none."""
+    spec = resolve(write_scenario(small_scenario(runtime__costs="padres", duration="14s")))
+    (tmp_path / "run").mkdir()
+    placement = partition(spec.graph, 2)
+    hosts = [BrokerHost(s) for s in host_specs(spec, tmp_path / "run", 2, placement)]
+    run_until = hosts[1].engine.run_until
+
+    def slower(until):
+        time.sleep(0.003)
+        run_until(until)
+
+    hosts[1].engine.run_until = slower
+    key = os.urandom(16)
+    addresses = [host.listen(key) for host in hosts]
+    _in_threads([(host.connect, (addresses, False, key)) for host in hosts])
+    statuses = [host.status() for host in hosts]
+    _in_threads([(host.run_chunk, (statuses, 14_000_000, _lookahead(spec, 2, placement))) for host in hosts])
+    fast, slow = (host.status() for host in hosts)
+    for host in hosts:
+        host.channels.close()
+    assert fast.windows == slow.windows > 100
+    assert 0.9 * 0.003 * fast.windows <= fast.behind_s <= fast.waiting_s
+    assert slow.behind_s < fast.behind_s / 4
+
+
+def _in_threads(calls) -> None:
+    """Run ``(function, args)`` calls at once, each in a thread; re-raise the first failure."""
+    failures = []
+
+    def call(function, args):
+        try:
+            function(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=call, args=c) for c in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a host never finished"
+    if failures:
+        raise failures[0]
 
 
 def test_run_records_failure_in_manifest(write_scenario, tmp_path, monkeypatch):
