@@ -2,8 +2,8 @@
 import gc
 import json
 import os
-import threading
 import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 import pyarrow.compute as pc
 import pytest
@@ -233,23 +233,15 @@ def test_hosts_count_the_time_they_wait_behind_a_busier_host(write_scenario, tmp
 
 
 def _in_threads(calls) -> None:
-    """Run ``(function, args)`` calls at once, each in a thread; re-raise the first failure."""
-    failures = []
-
-    def call(function, args):
-        try:
-            function(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
-            failures.append(exc)
-
-    threads = [threading.Thread(target=call, args=c) for c in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a host never finished"
-    if failures:
-        raise failures[0]
+    """Run ``(function, args)`` calls at once, each in a thread; re-raise a failure as soon as
+    one fails (the others may then wait for it for good)."""
+    pool = ThreadPoolExecutor(len(calls))
+    futures = [pool.submit(function, *args) for function, args in calls]
+    done, running = wait(futures, timeout=120, return_when=FIRST_EXCEPTION)
+    pool.shutdown(wait=False)
+    for future in done:
+        future.result()
+    assert not running, "a host never finished"
 
 
 def test_run_records_failure_in_manifest(write_scenario, tmp_path, monkeypatch):
