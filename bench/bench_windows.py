@@ -17,6 +17,15 @@ the model
 on H nodes, one host each. Fit S from a two-host run: (wall - F - critical path x C) /
 windows. With ``--cores K`` the H hosts share K cores (a local cluster on one machine): the
 event work is then at least all events x C / K.
+
+With ``--neighbours`` it also estimates what hosts that wait only for the hosts they share
+links with would save (issue 40, item 2; measured, not built): the hosts run rounds in
+lockstep here, each to the earliest arrival its neighbours have promised (a null-message
+protocol: a host promises each neighbour its earliest output, or its own window's end plus
+the least service where inputs it has not yet seen may come, plus their link's latency). Run
+asynchronously, a host's round waits only for its neighbours' previous round, so the critical
+path is the longest chain of rounds through neighbours; every chunk still ends at the driver.
+It prints the rounds and that critical path beside the same rounds waited for in lockstep.
 """
 import argparse
 import tempfile
@@ -25,8 +34,10 @@ from pathlib import Path
 
 from actors import coordinator
 from actors.checkpoints import Checkpoints
+from actors.host import BrokerHost, next_window_start, window_end
 from actors.partition import partition
 from experiments.scenario import resolve
+from protocols.stack import broker_class
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,6 +68,74 @@ def windows_and_events(scenario: Path, hosts: int, overrides: list[str], run_dir
             "critical_events": transport.critical_events, "wall_s": time.perf_counter() - started}
 
 
+def host_links(spec, hosts: int, placement: dict[str, int]) -> dict[tuple[int, int], int]:
+    """(host, neighbour host) -> the least latency of a message between them: that of the
+    overlay links between their brokers, or the default between any two hosts where the
+    stack opens links."""
+    if broker_class(spec.protocol).opens_links:
+        return {(a, b): spec.settings.default_latency for a in range(hosts) for b in range(hosts) if a != b}
+    links = {}
+    for a, b, data in spec.graph.edges(data=True):
+        if placement[a] != placement[b]:
+            for pair in ((placement[a], placement[b]), (placement[b], placement[a])):
+                links[pair] = min(links.get(pair, data["latency_us"]), data["latency_us"])
+    return links
+
+
+def neighbour_rounds(scenario: Path, hosts: int, overrides: list[str], run_dir: Path) -> dict:
+    """Hosts that wait only for their neighbours, in lockstep rounds (see the module's text);
+    they write the run's tables to ``run_dir``."""
+    spec = resolve(scenario, overrides)
+    placement = partition(spec.graph, hosts)
+    hosts_ = [BrokerHost(s) for s in coordinator.host_specs(spec, run_dir, hosts, placement)]
+    links = host_links(spec, hosts, placement)
+    neighbours = [sorted(b for a, b in links if a == h) for h in range(hosts)]
+    end = spec.duration_us if spec.duration_us is not None else float("inf")
+    rounds = lockstep = 0
+    finished = [0] * hosts  # by host, the events on the longest chain of rounds ending there
+    statuses = [host.status() for host in hosts_]
+    while (start := next_window_start(statuses)) < end:
+        stop = min(int(start) + spec.settings.sample_interval, end)
+        promised = dict.fromkeys(links, window_end(statuses, coordinator._lookahead(spec, hosts, placement)))
+        incoming, reached = [[] for _ in hosts_], [start] * hosts
+        while min(reached) < stop:
+            rounds += 1
+            events, sent, promising = [0] * hosts, [[] for _ in hosts_], dict(promised)
+            for h, host in enumerate(hosts_):
+                _receive(host, incoming[h], reached[h])
+                if reached[h] >= stop:
+                    continue
+                reached[h] = min([stop] + [promised[n, h] for n in neighbours[h]])
+                before = host.engine.arrivals
+                host.engine.run_until(reached[h])
+                events[h] = host.engine.arrivals - before
+                for destination, batch in host.engine.take_outbox().items():
+                    sent[destination].append(batch)
+                output = host.engine.earliest_output()
+                for n in neighbours[h]:
+                    promising[h, n] = min(output, reached[h] + host.engine.min_service) + links[h, n]
+            finished = [max(finished[n] for n in [h, *neighbours[h]]) + events[h] for h in range(hosts)]
+            lockstep += max(events)
+            incoming, promised = sent, promising
+        for host, batches in zip(hosts_, incoming):
+            _receive(host, batches, stop)
+        finished = [max(finished)] * hosts  # the chunk ends at the driver
+        statuses = [host.status() for host in hosts_]
+    final = spec.duration_us if spec.duration_us is not None else max(s.last_event_t for s in statuses)
+    for host in hosts_:  # the run's tables, as a run's hosts finish them
+        host.finish(final)
+    return {"rounds": rounds, "critical_events": finished[0], "lockstep_events": lockstep}
+
+
+def _receive(host: BrokerHost, batches: list, reached: float) -> None:
+    """Give ``host`` the batches of the last round, which no promise may let arrive before
+    the time it has reached."""
+    early = min((arrival.key[0] for batch in batches for arrival in batch), default=reached)
+    if early < reached:
+        raise AssertionError(f"host {host.spec.host} reached {reached} us and then got a message for {early} us")
+    host.receive(*batches)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", nargs="?", type=Path, default=ROOT / "experiments" / "scenarios" / "scale_500.yaml")
@@ -66,6 +145,7 @@ def main() -> None:
     parser.add_argument("--window-ms", type=float, help="wall time of the exchange per window (fit from two hosts)")
     parser.add_argument("--fixed-s", type=float, default=0.0, help="wall time of start-up and the last writes")
     parser.add_argument("--cores", type=int, help="cores the hosts share (default: one per host)")
+    parser.add_argument("--neighbours", action="store_true", help="also estimate hosts that wait only for neighbours")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for hosts in map(int, args.hosts.split(",")):
@@ -83,6 +163,12 @@ def main() -> None:
                 line += (f"\n           model: {wall:,.0f} s = {args.fixed_s:,.0f} s fixed + {work:,.0f} s of the "
                          f"events + {sync:,.0f} s of exchanges; waiting for the busiest host "
                          f"{(critical - mean) * args.event_us / 1e6:,.0f} s")
+            if args.neighbours:
+                (run_dir / "neighbours").mkdir()
+                rounds = neighbour_rounds(args.scenario.resolve(), hosts, args.overrides, run_dir / "neighbours")
+                line += (f"\n           waiting for neighbours only: {rounds['rounds']:,} rounds, critical path "
+                         f"{rounds['critical_events']:,} ({rounds['critical_events'] / mean:.2f}x the mean; "
+                         f"{rounds['lockstep_events'] / mean:.2f}x on the same rounds in lockstep)")
             print(line, flush=True)
 
 
