@@ -87,44 +87,65 @@ def neighbour_rounds(scenario: Path, hosts: int, overrides: list[str], run_dir: 
     they write the run's tables to ``run_dir``."""
     spec = resolve(scenario, overrides)
     placement = partition(spec.graph, hosts)
-    hosts_ = [BrokerHost(s) for s in coordinator.host_specs(spec, run_dir, hosts, placement)]
-    links = host_links(spec, hosts, placement)
-    neighbours = [sorted(b for a, b in links if a == h) for h in range(hosts)]
+    lookahead = coordinator._lookahead(spec, hosts, placement)
+    rounds = _NeighbourRounds([BrokerHost(s) for s in coordinator.host_specs(spec, run_dir, hosts, placement)],
+                              host_links(spec, hosts, placement))
     end = spec.duration_us if spec.duration_us is not None else float("inf")
-    rounds = lockstep = 0
-    finished = [0] * hosts  # by host, the events on the longest chain of rounds ending there
-    statuses = [host.status() for host in hosts_]
+    statuses = rounds.statuses()
     while (start := next_window_start(statuses)) < end:
-        stop = min(int(start) + spec.settings.sample_interval, end)
-        promised = dict.fromkeys(links, window_end(statuses, coordinator._lookahead(spec, hosts, placement)))
-        incoming, reached = [[] for _ in hosts_], [start] * hosts
-        while min(reached) < stop:
-            rounds += 1
-            events, sent, promising = [0] * hosts, [[] for _ in hosts_], dict(promised)
-            for h, host in enumerate(hosts_):
-                _receive(host, incoming[h], reached[h])
-                if reached[h] >= stop:
-                    continue
-                reached[h] = min([stop] + [promised[n, h] for n in neighbours[h]])
-                before = host.engine.arrivals
-                host.engine.run_until(reached[h])
-                events[h] = host.engine.arrivals - before
-                for destination, batch in host.engine.take_outbox().items():
-                    sent[destination].append(batch)
-                output = host.engine.earliest_output()
-                for n in neighbours[h]:
-                    promising[h, n] = min(output, reached[h] + host.engine.min_service) + links[h, n]
-            finished = [max(finished[n] for n in [h, *neighbours[h]]) + events[h] for h in range(hosts)]
-            lockstep += max(events)
-            incoming, promised = sent, promising
-        for host, batches in zip(hosts_, incoming):
-            _receive(host, batches, stop)
-        finished = [max(finished)] * hosts  # the chunk ends at the driver
-        statuses = [host.status() for host in hosts_]
+        rounds.run_chunk(start, min(int(start) + spec.settings.sample_interval, end), window_end(statuses, lookahead))
+        statuses = rounds.statuses()
     final = spec.duration_us if spec.duration_us is not None else max(s.last_event_t for s in statuses)
-    for host in hosts_:  # the run's tables, as a run's hosts finish them
+    for host in rounds.hosts:  # the run's tables, as a run's hosts finish them
         host.finish(final)
-    return {"rounds": rounds, "critical_events": finished[0], "lockstep_events": lockstep}
+    return {"rounds": rounds.count, "critical_events": max(rounds.chain_events), "lockstep_events": rounds.lockstep}
+
+
+class _NeighbourRounds:
+    """Hosts in this process that run rounds, each to what its neighbours promised it."""
+
+    def __init__(self, hosts: list[BrokerHost], links: dict[tuple[int, int], int]) -> None:
+        self.hosts, self.links = hosts, links
+        self.neighbours = [sorted(b for a, b in links if a == h) for h in range(len(hosts))]
+        self.count = self.lockstep = 0  # rounds; events of the busiest host of each, summed
+        self.chain_events = [0] * len(hosts)  # by host, the events on the longest chain of rounds ending there
+
+    def statuses(self) -> list:
+        return [host.status() for host in self.hosts]
+
+    def run_chunk(self, start: int, stop: int, first_end: float) -> None:
+        """Rounds until every host has reached ``stop``; every promise starts at the driver's
+        first window end (``first_end``), and the chunk ends with nothing between hosts."""
+        promised = dict.fromkeys(self.links, first_end)
+        incoming, reached = [[] for _ in self.hosts], [start] * len(self.hosts)
+        while min(reached) < stop:
+            incoming, promised = self._round(incoming, promised, reached, stop)
+        for host, batches in zip(self.hosts, incoming):
+            _receive(host, batches, stop)
+        self.chain_events = [max(self.chain_events)] * len(self.hosts)  # the chunk ends at the driver
+
+    def _round(self, incoming: list, promised: dict, reached: list, stop: int) -> tuple[list, dict]:
+        """One round: every host takes the last round's batches and runs to what its neighbours
+        promised in it (``reached``, updated); the batches sent and the promises made."""
+        events, sent, promising = [0] * len(self.hosts), [[] for _ in self.hosts], dict(promised)
+        for h, host in enumerate(self.hosts):
+            _receive(host, incoming[h], reached[h])
+            if reached[h] >= stop:
+                continue
+            reached[h] = min([stop] + [promised[n, h] for n in self.neighbours[h]])
+            before = host.engine.arrivals
+            host.engine.run_until(reached[h])
+            events[h] = host.engine.arrivals - before
+            for destination, batch in host.engine.take_outbox().items():
+                sent[destination].append(batch)
+            output = host.engine.earliest_output()
+            for n in self.neighbours[h]:
+                promising[h, n] = min(output, reached[h] + host.engine.min_service) + self.links[h, n]
+        self.chain_events = [max(self.chain_events[n] for n in [h, *self.neighbours[h]]) + events[h]
+                             for h in range(len(self.hosts))]
+        self.count += 1
+        self.lockstep += max(events)
+        return sent, promising
 
 
 def _receive(host: BrokerHost, batches: list, reached: float) -> None:
@@ -132,7 +153,7 @@ def _receive(host: BrokerHost, batches: list, reached: float) -> None:
     the time it has reached."""
     early = min((arrival.key[0] for batch in batches for arrival in batch), default=reached)
     if early < reached:
-        raise AssertionError(f"host {host.spec.host} reached {reached} us and then got a message for {early} us")
+        raise RuntimeError(f"host {host.spec.host} reached {reached} us and then got a message for {early} us")
     host.receive(*batches)
 
 
