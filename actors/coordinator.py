@@ -199,17 +199,26 @@ def _worker_cpus(ray) -> int:
     return max(total - mine, 1)
 
 
-def _lookahead(spec: RunSpec, hosts: int, placement: dict[str, int]) -> int:
-    """The smallest latency a message between two hosts can have: that of the overlay links
-    the placement cuts, and the default latency of links a protocol opens (when its stack
-    opens any)."""
-    graph = spec.graph
-    latencies = [d["latency_us"] for a, b, d in graph.edges(data=True) if placement[a] != placement[b]]
+def host_links(spec: RunSpec, hosts: int, placement: dict[str, int]) -> dict[tuple[int, int], int]:
+    """(host, other host) -> the smallest latency a message between them can have: that of
+    the overlay links the placement cuts between them, and the default latency between any
+    two hosts where the stack opens links."""
+    links = {}
     if broker_class(spec.protocol).opens_links:
-        latencies.append(spec.settings.default_latency)
-    if hosts <= 1 or not latencies:
+        links = {(a, b): spec.settings.default_latency for a in range(hosts) for b in range(hosts) if a != b}
+    for a, b, data in spec.graph.edges(data=True):
+        if placement[a] != placement[b]:
+            for pair in ((placement[a], placement[b]), (placement[b], placement[a])):
+                links[pair] = min(links.get(pair, data["latency_us"]), data["latency_us"])
+    return links
+
+
+def _lookahead(spec: RunSpec, hosts: int, placement: dict[str, int]) -> int:
+    """The smallest latency a message between two hosts can have (``host_links``)."""
+    links = host_links(spec, hosts, placement)
+    if hosts <= 1 or not links:
         return spec.settings.sample_interval  # nothing crosses hosts: a window per chunk
-    return min(latencies)
+    return min(links.values())
 
 
 def _write_static_tables(run_dir: RunDir, graph: nx.Graph, placement: dict[str, int]) -> None:

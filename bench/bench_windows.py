@@ -37,7 +37,6 @@ from actors.checkpoints import Checkpoints
 from actors.host import BrokerHost, next_window_start, window_end
 from actors.partition import partition
 from experiments.scenario import resolve
-from protocols.stack import broker_class
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,74 +54,59 @@ class _CountingTransport(coordinator._LocalTransport):
 
 
 def windows_and_events(scenario: Path, hosts: int, overrides: list[str], run_dir: Path) -> dict:
-    spec = resolve(scenario, overrides)
-    placement = partition(spec.graph, hosts)
-    transport = _CountingTransport()
-    transport.start(coordinator.host_specs(spec, run_dir, hosts, placement))
-    lookahead = coordinator._lookahead(spec, hosts, placement)
-    started = time.perf_counter()
-    _, statuses = coordinator._drive(spec, transport, lookahead, Checkpoints(run_dir, None, hosts, 0), {},
-                                     time.perf_counter, False)
+    transport, statuses, wall_s = _in_process(scenario, hosts, overrides, run_dir,
+                                              lambda spec, placement: _CountingTransport())
     events = [s.arrivals for s in statuses]
     return {"hosts": hosts, "windows": statuses[0].windows, "events": events,
-            "critical_events": transport.critical_events, "wall_s": time.perf_counter() - started}
-
-
-def host_links(spec, hosts: int, placement: dict[str, int]) -> dict[tuple[int, int], int]:
-    """(host, neighbour host) -> the least latency of a message between them: that of the
-    overlay links between their brokers, or the default between any two hosts where the
-    stack opens links."""
-    if broker_class(spec.protocol).opens_links:
-        return {(a, b): spec.settings.default_latency for a in range(hosts) for b in range(hosts) if a != b}
-    links = {}
-    for a, b, data in spec.graph.edges(data=True):
-        if placement[a] != placement[b]:
-            for pair in ((placement[a], placement[b]), (placement[b], placement[a])):
-                links[pair] = min(links.get(pair, data["latency_us"]), data["latency_us"])
-    return links
+            "critical_events": transport.critical_events, "wall_s": wall_s}
 
 
 def neighbour_rounds(scenario: Path, hosts: int, overrides: list[str], run_dir: Path) -> dict:
     """Hosts that wait only for their neighbours, in lockstep rounds (see the module's text);
     they write the run's tables to ``run_dir``."""
-    spec = resolve(scenario, overrides)
-    placement = partition(spec.graph, hosts)
-    lookahead = coordinator._lookahead(spec, hosts, placement)
-    rounds = _NeighbourRounds([BrokerHost(s) for s in coordinator.host_specs(spec, run_dir, hosts, placement)],
-                              host_links(spec, hosts, placement))
-    end = spec.duration_us if spec.duration_us is not None else float("inf")
-    statuses = rounds.statuses()
-    while (start := next_window_start(statuses)) < end:
-        rounds.run_chunk(start, min(int(start) + spec.settings.sample_interval, end), window_end(statuses, lookahead))
-        statuses = rounds.statuses()
-    final = spec.duration_us if spec.duration_us is not None else max(s.last_event_t for s in statuses)
-    for host in rounds.hosts:  # the run's tables, as a run's hosts finish them
-        host.finish(final)
+    rounds, _, _ = _in_process(scenario, hosts, overrides, run_dir,
+                               lambda spec, placement: _NeighbourRounds(coordinator.host_links(spec, hosts, placement)))
     return {"rounds": rounds.count, "critical_events": max(rounds.chain_events), "lockstep_events": rounds.lockstep}
 
 
-class _NeighbourRounds:
+def _in_process(scenario: Path, hosts: int, overrides: list[str], run_dir: Path, transport_for):
+    """Run a scenario on ``hosts`` hosts in this process, through the transport
+    ``transport_for(spec, placement)`` makes; the transport, the hosts' last statuses and the
+    wall time the run took after start-up."""
+    spec = resolve(scenario, overrides)
+    placement = partition(spec.graph, hosts)
+    transport = transport_for(spec, placement)
+    transport.start(coordinator.host_specs(spec, run_dir, hosts, placement))
+    lookahead = coordinator._lookahead(spec, hosts, placement)
+    started = time.perf_counter()
+    _, statuses = coordinator._drive(spec, transport, lookahead, Checkpoints(run_dir, None, hosts, 0), {},
+                                     time.perf_counter, False)
+    return transport, statuses, time.perf_counter() - started
+
+
+class _NeighbourRounds(coordinator._LocalTransport):
     """Hosts in this process that run rounds, each to what its neighbours promised it."""
 
-    def __init__(self, hosts: list[BrokerHost], links: dict[tuple[int, int], int]) -> None:
-        self.hosts, self.links = hosts, links
-        self.neighbours = [sorted(b for a, b in links if a == h) for h in range(len(hosts))]
+    def __init__(self, links: dict[tuple[int, int], int]) -> None:
+        self.links = links
         self.count = self.lockstep = 0  # rounds; events of the busiest host of each, summed
-        self.chain_events = [0] * len(hosts)  # by host, the events on the longest chain of rounds ending there
 
-    def statuses(self) -> list:
-        return [host.status() for host in self.hosts]
+    def start(self, specs, checkpoint=None) -> None:
+        super().start(specs, checkpoint)
+        self.neighbours = [sorted(b for a, b in self.links if a == h) for h in range(len(self.hosts))]
+        self.chain_events = [0] * len(self.hosts)  # by host, the events on the longest chain of rounds ending there
 
-    def run_chunk(self, start: int, stop: int, first_end: float) -> None:
-        """Rounds until every host has reached ``stop``; every promise starts at the driver's
-        first window end (``first_end``), and the chunk ends with nothing between hosts."""
-        promised = dict.fromkeys(self.links, first_end)
-        incoming, reached = [[] for _ in self.hosts], [start] * len(self.hosts)
+    def run_chunk(self, statuses: list, stop: int, lookahead: int) -> list:
+        """Rounds until every host has reached ``stop``; every promise starts at the window end
+        all hosts' ``statuses`` give, and the chunk ends with nothing between hosts."""
+        promised = dict.fromkeys(self.links, window_end(statuses, lookahead))
+        incoming, reached = [[] for _ in self.hosts], [next_window_start(statuses)] * len(self.hosts)
         while min(reached) < stop:
             incoming, promised = self._round(incoming, promised, reached, stop)
         for host, batches in zip(self.hosts, incoming):
             _receive(host, batches, stop)
         self.chain_events = [max(self.chain_events)] * len(self.hosts)  # the chunk ends at the driver
+        return self.status()
 
     def _round(self, incoming: list, promised: dict, reached: list, stop: int) -> tuple[list, dict]:
         """One round: every host takes the last round's batches and runs to what its neighbours
