@@ -69,6 +69,7 @@ class RunSpec:
     checkpoint_every_us: int | None = None  # virtual time between checkpoints (None: none)
     collect: str = "hosts"  # who writes the hosts' files: "hosts" (shared storage) or "driver"
     max_recoveries: int = 3  # host losses a run survives (each restores the latest checkpoint)
+    scenario_dir: str = ""  # the scenario file's directory: its relative paths start there
 
 
 def versions() -> dict[str, str]:
@@ -91,6 +92,7 @@ def run(spec: RunSpec, run_dir: str | Path | RunDir, address: str | None = None,
     run_dir.make()
     manifest = {
         "name": spec.name, "seed": spec.seed, "status": "running", "scenario": spec.scenario,
+        "scenario_dir": spec.scenario_dir,
         "brokers": spec.graph.number_of_nodes(), "versions": versions(),
     }
     write_manifest(run_dir, manifest)
@@ -283,10 +285,14 @@ class _LocalTransport:
         self.incoming: list[list] = [[] for _ in self.hosts]
 
     def checkpoint(self, paths: list[str]) -> list[int]:
-        for host, batches in zip(self.hosts, self.incoming):  # nothing stays between hosts
+        self._hand_over()
+        return [host.checkpoint(path) for host, path in zip(self.hosts, paths)]
+
+    def _hand_over(self) -> None:
+        """Give every host what the others sent it (nothing stays between hosts)."""
+        for host, batches in zip(self.hosts, self.incoming):
             host.receive(*batches)
         self.incoming = [[] for _ in self.hosts]
-        return [host.checkpoint(path) for host, path in zip(self.hosts, paths)]
 
     def status(self) -> list[Status]:
         return [h.status() for h in self.hosts]
@@ -304,6 +310,7 @@ class _LocalTransport:
         return statuses
 
     def finish(self, end: int) -> list[Status]:
+        self._hand_over()  # what is still on its way is in flight at the end
         return [h.finish(end) for h in self.hosts]
 
     def nodes(self) -> list[str | None]:

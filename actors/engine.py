@@ -46,13 +46,22 @@ FAULT, COMPLETION, ARRIVAL = -1, 0, 1
 
 @dataclass(slots=True)
 class Arrival:
-    """A message at (or waiting for) a broker's mailbox; becomes a ``messages`` row."""
+    """A message at (or waiting for) a broker's mailbox; becomes a ``messages`` row.
+    ``origin``: what set it off (``origin_of_fault``, or the trace sequence number of the client
+    operation whose handling sent it, hop after hop); None for what a broker sent on its own."""
 
     key: tuple
     broker: str
     sender: str | None
     message: Message
     queue_len: int = 0
+    origin: int | None = None
+
+
+def origin_of_fault(number: int) -> int:
+    """The ``origin`` of what a fault's transitions set off (its recovery): negative, apart
+    from the trace's sequence numbers."""
+    return -1 - number
 
 
 @dataclass(slots=True)
@@ -84,11 +93,13 @@ class _Context:
     """The broker context while one message is handled (see protocols.broker.Context)."""
 
     __slots__ = ("now", "queue_len", "uplink_utilisation", "queued_us", "sends", "deliveries", "events",
-                 "client_moves", "_engine", "_server", "_kind")
+                 "client_moves", "origin", "_engine", "_server", "_kind")
 
     def __init__(self, now: int, queue_len: int, uplink_utilisation: float = 0.0, queued_us: int = 0,
-                 engine: "Engine | None" = None, server: "Server | None" = None, kind: str = "") -> None:
+                 engine: "Engine | None" = None, server: "Server | None" = None, kind: str = "",
+                 origin: int | None = None) -> None:
         self.now = now
+        self.origin = origin  # of the messages sent (Arrival.origin)
         self.queue_len = queue_len
         self.uplink_utilisation = uplink_utilisation  # over the last sampling interval
         self.queued_us = queued_us  # how long the message in hand waited in the mailbox
@@ -189,7 +200,7 @@ class Engine:
         if message.publication is not None:
             message = replace(message, publication=Publication(message.publication.items))
         key = (t_us, ARRIVAL, self.index_of[broker], -1, seq)
-        heapq.heappush(self.heap, (key, Arrival(key, broker, None, message)))
+        heapq.heappush(self.heap, (key, Arrival(key, broker, None, message, origin=seq)))
 
     def receive(self, batch: list[Arrival]) -> None:
         """Messages sent by brokers on other hosts."""
@@ -299,7 +310,7 @@ class Engine:
         message = arrival.message
         context = server.in_service = _Context(
             t, len(server.queue) + len(server.blocked), queued_us=t - arrival.key[0], engine=self, server=server,
-            kind=message.kind)
+            kind=message.kind, origin=arrival.origin)
         broker.work.reset()
         broker.handle(message, arrival.sender, context)
         if message.items and message.kind.endswith("_batch"):  # charged as its items would be
@@ -328,7 +339,7 @@ class Engine:
                     [publication.id] * n, sub_ids, clients, [name] * n, [publication.t_pub] * n, [t] * n,
                     [publication.hops] * n))
         for destination, message in done.sends:
-            self._send(server, destination, message, t)
+            self._send(server, destination, message, t, done.origin)
         self._move_clients(server, done.client_moves, t)
         following = None
         if server.queue:
@@ -347,7 +358,7 @@ class Engine:
             link = server.links[destination] = (latency, self.index_of[destination], self.host_of[destination])
         return link
 
-    def _send(self, server: Server, destination: str, message: Message, t: int) -> None:
+    def _send(self, server: Server, destination: str, message: Message, t: int, origin: int | None) -> None:
         latency, index, host = self.link(server, destination)
         uplink = self.settings.uplink_us
         if uplink:
@@ -359,7 +370,7 @@ class Engine:
         arrive, cause = t + latency, None
         if self.faults:
             arrive, cause = self._faulty_link(server, destination, t, arrive, seq)
-        arrival = Arrival((arrive, ARRIVAL, index, server.index, seq), destination, server.name, message)
+        arrival = Arrival((arrive, ARRIVAL, index, server.index, seq), destination, server.name, message, origin=origin)
         if cause is None:
             self._route(arrival, host)
         else:
@@ -411,17 +422,22 @@ class Engine:
     def _resume(self, server: Server, client: str, broker: str, t: int) -> None:
         """Send ``client``'s held and future operations at ``server``'s broker to ``broker``."""
         held = self.paused.pop((server.name, client), [])
-        mine = lambda a: a.broker == server.name and a.sender is None and a.message.client == client  # noqa: E731
-        future = sorted((entry for entry in self.heap if mine(entry[1])), key=lambda entry: entry[0])
+
+        def mine(entry) -> bool:  # the heap holds service completions and fault transitions too
+            key, item = entry
+            return (key[1] == ARRIVAL and item.broker == server.name and item.sender is None
+                    and item.message.client == client)
+
+        future = sorted((entry for entry in self.heap if mine(entry)), key=lambda entry: entry[0])
         if future:  # in place: the event loop holds the heap
-            self.heap[:] = [entry for entry in self.heap if not mine(entry[1])]
+            self.heap[:] = [entry for entry in self.heap if not mine(entry)]
             heapq.heapify(self.heap)
         index, host = self.index_of[broker], self.host_of[broker]
         earliest = t + self.settings.default_latency
         for arrival in held + [a for _, a in future]:
             t_arrive, _, _, _, seq = arrival.key
             key = (max(t_arrive, earliest), ARRIVAL, index, -1, seq)
-            self._route(Arrival(key, broker, None, arrival.message), host)
+            self._route(Arrival(key, broker, None, arrival.message, origin=arrival.origin), host)
 
     def take_outbox(self) -> dict[int, list[Arrival]]:
         outbox, self.outbox = self.outbox, {}
@@ -435,6 +451,7 @@ class Engine:
             self.writer.append(
                 "messages", arrival.broker, arrival.sender, m.kind, m.id, arrival.key[0], start, end,
                 arrival.queue_len, sent, dropped, cause, len(m.items) if m.kind.endswith("_batch") else None, m.cause,
+                arrival.origin,
             )
 
     def _record_event(self, t: int, broker: str, kind: str, detail: dict) -> None:
@@ -483,9 +500,9 @@ class Engine:
             self._crash(server)
         elif transition.action == "restart":
             self._record_event(t, server.name, "fault_ended", fault.describe())
-            self._restart(server, t)
+            self._restart(server, t, origin_of_fault(fault.number))
         elif not server.crashed and self.faults.link_up(server.name, transition.peer, t):
-            context = _Context(t, len(server.queue), engine=self, server=server)
+            context = _Context(t, len(server.queue), engine=self, server=server, origin=origin_of_fault(fault.number))
             server.broker.link_restored(transition.peer, context)
             self._apply(server, context, t)
 
@@ -506,12 +523,13 @@ class Engine:
         server.broker = self.brokers[server.name] = self.fresh_broker(server.name)
         server.crashed = True
 
-    def _restart(self, server: Server, t: int) -> None:
+    def _restart(self, server: Server, t: int, origin: int) -> None:
         """The broker is back, empty: it resynchronises its links (so its neighbours drop
         what they held from it), then its clients re-issue their advertisements and
-        subscriptions, then the operations they issued meanwhile."""
+        subscriptions, then the operations they issued meanwhile. What the restart sets off
+        has the fault's ``origin``; the operations keep their own."""
         server.crashed = False
-        context = _Context(t, len(server.queue), engine=self, server=server)
+        context = _Context(t, len(server.queue), engine=self, server=server, origin=origin)
         for neighbour in server.broker.neighbors:
             if self.faults.link_up(server.name, neighbour, t):
                 server.broker.link_restored(neighbour, context)
@@ -520,11 +538,11 @@ class Engine:
         reissue, server.reissue = server.reissue, []
         for i, message in enumerate(reissue):
             key = (t, ARRIVAL, index, -1, i - len(reissue))  # before any operation of the trace
-            heapq.heappush(self.heap, (key, Arrival(key, server.name, None, message)))
+            heapq.heappush(self.heap, (key, Arrival(key, server.name, None, message, origin=origin)))
         held, server.held = server.held, []
         for arrival in held:
             key = (t, ARRIVAL, index, -1, arrival.key[4])
-            heapq.heappush(self.heap, (key, Arrival(key, server.name, None, arrival.message)))
+            heapq.heappush(self.heap, (key, Arrival(key, server.name, None, arrival.message, origin=arrival.origin)))
 
     def _apply(self, server: Server, context: _Context, t: int) -> None:
         """What a broker did outside any message's service (a tick, a resynchronisation):
@@ -532,17 +550,31 @@ class Engine:
         for kind, detail in context.events:
             self._record_event(t, server.name, kind, detail)
         for destination, message in context.sends:
-            self._send(server, destination, message, t)
+            self._send(server, destination, message, t, context.origin)
         self._move_clients(server, context.client_moves, t)
 
     def finish(self, end: int) -> None:
-        """Close the run at ``end``: the last samples, and rows for messages still waiting."""
+        """Close the run at ``end``: the last samples, rows for messages still waiting, and
+        the ``in_flight`` rows of messages still on their links and of client operations held
+        back (their client paused, their broker crashed)."""
         self._sample_until(end)
         self.sample(end)
         for server in self.servers.values():
             waiting = list(server.queue) + [a for _, a in sorted(server.blocked)]
             for arrival in waiting:
                 self._record_message(arrival, None, None, 0, dropped=False)
+        if self.writer:
+            on_links = [item for key, item in sorted(self.heap, key=lambda entry: entry[0]) if key[1] == ARRIVAL]
+            held = [a for _, waiting in sorted(self.paused.items()) for a in waiting]
+            held += [a for server in self.servers.values() for a in server.held]
+            for arrival in on_links:
+                self._record_in_flight(arrival, arrival.key[0])
+            for arrival in held:
+                self._record_in_flight(arrival, None)
+
+    def _record_in_flight(self, arrival: Arrival, t_arrive: int | None) -> None:
+        m = arrival.message
+        self.writer.append("in_flight", arrival.broker, arrival.sender, m.kind, m.id, t_arrive, arrival.origin)
 
     def largest_queue(self) -> int:
         return max((len(s.queue) + len(s.blocked) for s in self.servers.values()), default=0)

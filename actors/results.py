@@ -19,6 +19,16 @@ SCHEMAS = {
         ("batch_size", pa.int32()),
         # the protocol message that set this one off (an unsubscription releasing covered ones)
         ("triggered_by", pa.string()),
+        # the trace sequence number of the client operation whose handling sent it, hop after
+        # hop (a fault's recovery: -1 - the fault's number); null for what a broker sent on its own
+        ("origin", pa.int64()),
+    ]),
+    # messages still on a link when the run ended (t_arrive_us: when they would have
+    # arrived), and client operations held back (null t_arrive_us: their client was paused or
+    # their broker crashed)
+    "in_flight": pa.schema([
+        ("broker", pa.string()), ("sender", pa.string()), ("kind", pa.string()), ("msg_id", pa.string()),
+        ("t_arrive_us", pa.int64()), ("origin", pa.int64()),
     ]),
     "deliveries": pa.schema([
         ("pub_id", pa.string()), ("sub_id", pa.string()), ("client", pa.string()), ("broker", pa.string()),
@@ -41,12 +51,13 @@ SCHEMAS = {
     "links": pa.schema([("a", pa.string()), ("b", pa.string()), ("latency_us", pa.int64())]),
 }
 PROTOCOL_SAMPLE_COLUMNS = ("preserved", "window_entries", "window_bytes", "soft_links")
-STREAMED = ("messages", "deliveries", "samples", "events")
+STREAMED = ("messages", "deliveries", "samples", "events", "in_flight")
 KEY_COLUMNS = {
     "messages": ["broker", "t_arrive_us", "sender", "kind", "msg_id"],
     "deliveries": ["pub_id", "sub_id"],
     "samples": ["t_us", "broker"],
     "events": ["t_us", "broker", "kind", "detail"],
+    "in_flight": ["broker", "t_arrive_us", "sender", "kind", "msg_id"],
     "brokers": ["broker"],
     "links": ["a", "b"],
 }
@@ -148,10 +159,12 @@ def write_manifest(run_dir, manifest: dict) -> None:
     as_run_dir(run_dir).write_json("manifest.json", manifest)
 
 
-def read_table(run_dir, table: str) -> pa.Table:
-    """All parts of one table of a run (an empty table with the schema when there are none)."""
+def read_table(run_dir, table: str, columns: list[str] | None = None) -> pa.Table:
+    """All parts of one table of a run (an empty table with the schema when there are none),
+    or only ``columns`` of it (those of them the run wrote)."""
     run_dir = as_run_dir(run_dir)
     parts = run_dir.names(table, "part-*.parquet")
     if not parts:
-        return SCHEMAS[table].empty_table()
-    return pa.concat_tables([run_dir.read_parquet(f"{table}/{p}") for p in parts], promote_options="default")
+        empty = SCHEMAS[table].empty_table()
+        return empty if columns is None else empty.select([c for c in columns if c in empty.column_names])
+    return pa.concat_tables([run_dir.read_parquet(f"{table}/{p}", columns) for p in parts], promote_options="default")

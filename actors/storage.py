@@ -116,8 +116,12 @@ class RunDir:
     def read_json(self, relative: str):
         return json.loads(self.read_bytes(relative))
 
-    def read_parquet(self, relative: str) -> pa.Table:
-        return pq.read_table(self.path(relative), filesystem=self.fs)
+    def read_parquet(self, relative: str, columns: list[str] | None = None) -> pa.Table:
+        """The file's table, or those of ``columns`` it holds."""
+        if columns is not None:
+            held = pq.read_schema(self.path(relative), filesystem=self.fs).names
+            columns = [c for c in columns if c in held]
+        return pq.read_table(self.path(relative), filesystem=self.fs, columns=columns)
 
 
 class Collected:

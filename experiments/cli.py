@@ -1,4 +1,4 @@
-"""``pubsub-emu``: run, validate, sweep, analyze, figure and calibrate (DESIGN.md section 9).
+"""``pubsub-emu``: run, validate, check, sweep, analyze, figure and calibrate (DESIGN.md section 9).
 
 Exit status: 0 on success, 2 on invalid input (one message naming the file and line or key,
 no traceback, nothing written), 1 on a run that failed after starting.
@@ -67,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="start over: remove --out's earlier runs and report (default: reuse complete runs)")
     figure.add_argument("--max-parallel", type=int, help="runs at once (default: this machine's CPUs)")
     figure.add_argument("--address", help="address of a running Ray cluster (default: start a local one)")
+    check = commands.add_parser("check", help="compare runs' deliveries with the delivery oracle of their scenario")
+    check.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or URIs), sweep or figure directories")
+    check.add_argument("--json", action="store_true", help="print the result as JSON")
     calibrate = commands.add_parser("calibrate", help="time this machine's index and fit a cost profile")
     calibrate.add_argument("--out", type=Path, default=Path("calibrated.yaml"))
     calibrate.add_argument("--sizes", default="1000,4000,16000", help="routing-table sizes to time")
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         commands = {"run": _run, "validate": _validate, "sweep": _sweep, "analyze": _analyze, "figure": _figure,
-                    "calibrate": _calibrate}
+                    "calibrate": _calibrate, "check": _check}
         return commands[args.command](args)
     except InputError as exc:
         print(f"pubsub-emu: error: {exc}", file=sys.stderr)
@@ -294,6 +297,12 @@ def _figure(args) -> int:
     for page in pages:
         print(page)
     return 0
+
+
+def _check(args) -> int:
+    from experiments import check
+
+    return check.main(args.runs, args.json)
 
 
 def _calibrate(args) -> int:

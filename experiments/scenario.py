@@ -519,6 +519,19 @@ def generated_records(scenario: dict, graph, base: Path, path: Path) -> list[dic
                            base=base)
 
 
+def rebuild_workload(manifest: dict, where: str):
+    """The overlay and compiled workload of a run, from the resolved scenario its manifest
+    holds (``where`` names the manifest in errors); files the scenario names are read
+    relative to ``scenario_dir``, the directory of the scenario file it was run from."""
+    scenario = manifest.get("scenario")
+    if not isinstance(scenario, dict):
+        raise InputError(f"{where}: no resolved scenario in the manifest")
+    base = Path(manifest.get("scenario_dir") or ".")
+    path = Path(where)
+    graph, _ = build_topology(scenario, base, path)
+    return graph, build_workload(scenario, graph, base, path)
+
+
 def offline_sample(injections, fraction: float, seed: int) -> tuple[int, tuple]:
     """Multi-tree routing's offline plan (``plan: offline``): a seeded random ``fraction`` of
     the workload's publications (at least one), as (publisher's broker, publication) in trace
@@ -569,4 +582,5 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
         cpus_per_host=runtime["cpus_per_host"], settings=settings, costs=costs,
         duration_us=duration_us, scenario=scenario, faults=faults, checkpoint_every_us=checkpoint_every_us,
         max_recoveries=runtime["max_recoveries"], collect=scenario["output"]["collect"],
+        scenario_dir=str(base.resolve()),
     )

@@ -447,7 +447,7 @@ def test_hosts_waiting_only_for_their_neighbours_as_estimated_give_one_hosts_res
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "bench"))
     import bench_windows
 
-    scenario = small_scenario(runtime={"costs": "padres", "mailbox": {"capacity": 50}},
+    scenario = small_scenario(runtime={"hosts": 0, "costs": "padres", "mailbox": {"capacity": 50}},
                               topology={"generator": {"name": "random_tree", "n": 24, "seed": 4},
                                         "link": {"latency": "2ms"}})
     scenario["workload"]["generator"].update(operations=400, spacing=0.002)

@@ -1,40 +1,97 @@
-"""The delivery oracle over a compiled workload: how many subscribers each publication should
-reach if every operation took effect the moment it was issued (what the analysis compares
-deliveries with, to count the deliveries faults cost). A publication that conforms to none of
-its publisher's active advertisements reaches nobody when brokers check conformance."""
+"""The delivery oracle over a compiled workload: which subscriptions each publication reaches
+if every operation took effect the moment it was issued. A publication that conforms to none
+of its publisher's active advertisements reaches nobody when brokers check conformance.
+Subscriptions follow their client through moves. ``pubsub-emu check`` compares a run's
+deliveries with it (experiments/check.py), the runtime counts from it what faults cost
+(the ``expected`` table), and the tests hold every protocol to it.
+
+Matching goes through the routing index (one compiled call per publication), which the
+property tests hold to the scalar reference (protocols/language.py)."""
 from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
 
 from protocols.index import FilterIndex
 from protocols.language import conforms, parse_filter, parse_publication
 from protocols.trees import Doc
 
-from .trace import Injection
+from .trace import Injection, compile_trace
 
 
-def expected_subscribers(injections: list[Injection], check_conformance: bool = True) -> list[tuple[str, int, int]]:
-    """(publication id, time published in us, subscriptions it matches) per publication, in
-    the order of ``injections`` (time, then trace sequence)."""
-    subscriptions = FilterIndex()
+class Expected(NamedTuple):
+    """The oracle's pairs: ``pub[i]`` (an index into ``publications``) reaches ``sub[i]`` (an
+    index into ``subscriptions``); pairs in publication order, then subscription order.
+    ``publications`` and ``subscriptions`` are the workload's publish and subscribe
+    injections in trace order."""
+
+    publications: list[Injection]
+    subscriptions: list[Injection]
+    pub: np.ndarray
+    sub: np.ndarray
+
+    def pairs(self) -> set[tuple[str, str]]:
+        """The pairs as (publication id, subscription id)."""
+        pub_ids = [i.message.id for i in self.publications]
+        sub_ids = [i.message.id for i in self.subscriptions]
+        return {(pub_ids[p], sub_ids[s]) for p, s in zip(self.pub.tolist(), self.sub.tolist())}
+
+    def counts(self) -> np.ndarray:
+        """Per publication, the subscriptions it reaches."""
+        return np.bincount(self.pub, minlength=len(self.publications))
+
+
+def expected_pairs(injections: list[Injection], check_conformance: bool = True) -> Expected:
+    """The oracle's pairs of a compiled workload (``injections`` in any order: they are taken
+    by time, then trace sequence)."""
+    subscriptions_index = FilterIndex()
     advertisements: dict[str, dict[str, object]] = {}  # client -> advertisement id -> filter
-    found = []
+    number_of: dict[str, int] = {}  # subscription id -> its index in ``subscriptions``
+    publications: list[Injection] = []
+    subscriptions: list[Injection] = []
+    pub_parts, sub_parts = [], []
     for injection in sorted(injections, key=lambda i: (i.t_us, i.seq)):
         message = injection.message
         kind = message.kind
-        if kind == "sub":
-            subscriptions.add(message.id, message.filter)
+        if kind == "pub":
+            publication = message.publication
+            admitted = not check_conformance or any(
+                conforms(publication, f) for f in advertisements.get(message.client, {}).values())
+            if admitted and len(subscriptions_index):
+                reached = subscriptions_index.keys_of(subscriptions_index.match(publication).slots)
+                if reached:
+                    pub_parts.append(np.full(len(reached), len(publications), np.int64))
+                    sub_parts.append(np.array(reached, np.int64))
+            publications.append(injection)
+        elif kind == "sub":
+            number_of[message.id] = len(subscriptions)
+            subscriptions_index.add(len(subscriptions), message.filter)
+            subscriptions.append(injection)
         elif kind == "unsub":
-            subscriptions.remove(message.id)
+            subscriptions_index.remove(number_of[message.id])
         elif kind == "adv":
             advertisements.setdefault(message.client, {})[message.id] = message.filter
         elif kind == "unadv":
             del advertisements[message.client][message.id]
-        elif kind == "pub":
-            publication = message.publication
-            admitted = not check_conformance or any(
-                conforms(publication, f) for f in advertisements.get(message.client, {}).values())
-            count = len(subscriptions.matching(publication)) if admitted else 0
-            found.append((message.id, injection.t_us, count))
-    return found
+    pub = np.concatenate(pub_parts) if pub_parts else np.zeros(0, np.int64)
+    sub = np.concatenate(sub_parts) if sub_parts else np.zeros(0, np.int64)
+    order = np.lexsort((sub, pub))
+    return Expected(publications, subscriptions, pub[order], sub[order])
+
+
+def expected_subscribers(injections: list[Injection], check_conformance: bool = True) -> list[tuple[str, int, int]]:
+    """(publication id, time published in us, subscriptions it reaches) per publication, in
+    the order of ``injections`` (time, then trace sequence)."""
+    expected = expected_pairs(injections, check_conformance)
+    return [(i.message.id, i.t_us, int(n)) for i, n in zip(expected.publications, expected.counts().tolist())]
+
+
+def expected_deliveries(records: list[dict], check_conformance: bool = True) -> set[tuple[str, str]]:
+    """The oracle's (publication id, subscription id) pairs of trace records (in trace order;
+    every broker they name exists)."""
+    brokers = {r["broker"] for r in records if "broker" in r}
+    return expected_pairs(compile_trace(records, brokers), check_conformance).pairs()
 
 
 def documents(records: list[dict]) -> tuple[list, dict[str, tuple[str, ...]]]:

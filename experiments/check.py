@@ -1,0 +1,394 @@
+"""``pubsub-emu check``: a run's deliveries against the delivery oracle of its own scenario.
+
+The oracle (workloads/oracle.py) says which subscriptions each publication reaches when every
+operation takes effect the moment it is issued. A run is exact when its deliveries are those
+pairs, each once, except where the contract lets them differ, and each exception is named:
+
+- *subscription changing*: the publication was in flight while its subscription was being
+  installed or withdrawn (from the subscribe or unsubscribe until the last message that
+  operation set off, at any broker, was handled);
+- *advertisement changing*: likewise for an advertisement or unadvertisement of its publisher;
+- *moving client*: likewise for a move of its subscriber or publisher (the handoff's
+  unsettled window: protocols/broker.py, client moves);
+- *fault*: the publication was in flight while a fault was active or its recovery (the
+  messages the fault's end set off) was running;
+- *in flight at the end*: a copy of the publication was still queued, in service or on a
+  link when the run ended (the run records these: ``in_flight``), and none was dropped.
+
+A publication is in flight from its publish time until the last broker that handled a copy
+finished it. Which messages an operation set off is the ``origin`` column of ``messages``: the
+trace sequence number of the client operation whose handling sent it, hop after hop (a fault's
+recovery: minus one minus the fault's number). Nothing else is excused: a publication dropped
+by a full mailbox or lost with a broker outside a fault is missing, and a duplicate is always
+reported.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from actors.results import read_table
+from actors.storage import RunDir
+from protocols.errors import InputError
+from protocols.language import matches
+from workloads.oracle import Expected, expected_pairs
+
+EXCUSES = ("fault", "moving client", "subscription changing", "advertisement changing", "in flight at the end")
+EXAMPLES = 5
+
+
+@dataclass
+class RunData:
+    """What ``check`` reads of a run besides its deliveries."""
+
+    run_dir: RunDir
+    manifest: dict
+    expected: Expected
+    injections: list  # by trace sequence number
+
+
+def run_directories(paths: list[str]) -> list[RunDir]:
+    """The run directories at ``paths``: runs (directories or URIs), or sweep and figure
+    directories, which stand for their complete runs."""
+    from experiments.sweep import run_dirs
+
+    found = []
+    for path in paths:
+        for run in run_dirs(path):
+            try:
+                run_dir = RunDir(run)
+            except ValueError as exc:
+                raise InputError(f"{run}: {exc}") from None
+            if not run_dir.is_file("manifest.json"):
+                raise InputError(f"{run}: not a run directory (no manifest.json), nor a sweep or figure directory")
+            found.append(run_dir)
+    return found
+
+
+def load_run(run_dir: RunDir) -> RunData:
+    """A complete run's manifest and the oracle of the workload its scenario builds."""
+    from experiments.scenario import rebuild_workload
+
+    try:
+        manifest = run_dir.read_json("manifest.json")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{run_dir.path('manifest.json')}: not readable JSON ({exc})") from None
+    if manifest.get("status") != "complete":
+        raise InputError(f"{run_dir}: run status is {manifest.get('status')!r}, not 'complete': nothing to check")
+    _, injections = rebuild_workload(manifest, str(run_dir.path("manifest.json")))
+    conformance = manifest["scenario"]["protocol"].get("check_conformance", True)
+    return RunData(run_dir, manifest, expected_pairs(injections, conformance), injections)
+
+
+def check(run_dir: RunDir) -> dict:
+    """The check of one run as a JSON-able mapping (``exact``, and per kind of difference its
+    count, counts by publication time and the first examples)."""
+    data = load_run(run_dir)
+    return compare(data, read_table(run_dir, "deliveries", ["pub_id", "sub_id", "t_deliver_us"]))
+
+
+def compare(data: RunData, deliveries: pa.Table) -> dict:
+    expected = data.expected
+    n_pubs, n_subs = len(expected.publications), len(expected.subscriptions)
+    pub_ids = pa.array([i.message.id for i in expected.publications], pa.string())
+    sub_ids = pa.array([i.message.id for i in expected.subscriptions], pa.string())
+    pub = pc.index_in(deliveries["pub_id"], value_set=pub_ids).to_numpy(zero_copy_only=False)
+    sub = pc.index_in(deliveries["sub_id"], value_set=sub_ids).to_numpy(zero_copy_only=False)
+    known = ~(np.isnan(pub) | np.isnan(sub)) if pub.dtype.kind == "f" else np.ones(len(pub), bool)
+    pub, sub = np.nan_to_num(pub, nan=0).astype(np.int64), np.nan_to_num(sub, nan=0).astype(np.int64)
+    width = max(n_subs, 1)
+    codes = pub[known] * width + sub[known]
+    delivered, counts = np.unique(codes, return_counts=True)
+    wanted = expected.pub * width + expected.sub
+    missing = np.setdiff1d(wanted, delivered, assume_unique=True)
+    extra = np.setdiff1d(delivered, wanted, assume_unique=True)
+    twice = delivered[counts > 1]
+
+    timing = Timing(data)
+    end_us = int(data.manifest["sim_end_us"])
+    pub_t = np.array([i.t_us for i in expected.publications], np.int64)
+    result = {
+        "run": str(data.run_dir), "publications": n_pubs, "subscriptions": n_subs,
+        "expected_pairs": int(len(wanted)), "deliveries": int(deliveries.num_rows),
+        "bucket_s": _bucket_s(end_us),
+    }
+    miss_p, miss_s = missing // width, missing % width
+    miss_excuse = timing.excuses(miss_p, miss_s, in_flight_counts=True)
+    extra_p, extra_s = extra // width, extra % width
+    extra_reason = _extra_reasons(data, timing, extra_p, extra_s)
+    unknown = deliveries.filter(pa.array(~known))
+    result["missing"] = _section(data, pub_t, miss_p, miss_s, miss_excuse == "", timing.drop_causes(miss_p))
+    wrong = np.array([not r.startswith("excused") for r in extra_reason.tolist()], bool)
+    result["extra"] = _section(data, pub_t, extra_p, extra_s, wrong, extra_reason, unknown)
+    twice_p, twice_s = twice // width, twice % width
+    result["duplicate"] = _section(data, pub_t, twice_p, twice_s, np.ones(len(twice), bool),
+                                   [f"delivered {n} times" for n in counts[counts > 1].tolist()])
+    excused = {name: int(np.sum(miss_excuse == name)) for name in EXCUSES}
+    for name in EXCUSES:
+        excused[name] += int(np.sum(extra_reason == f"excused: {name}"))
+    result["excused"] = excused
+    result["excused_by_time"] = {name: _by_time(pub_t[np.concatenate([miss_p[miss_excuse == name],
+                                                                       extra_p[extra_reason == f"excused: {name}"]])],
+                                                result["bucket_s"]) for name in EXCUSES if excused[name]}
+    result["exact"] = not (result["missing"]["count"] or result["extra"]["count"] or result["duplicate"]["count"])
+    return result
+
+
+class Timing:
+    """When each publication was in flight, and the unsettled windows of the operations and
+    faults that excuse a difference, read from the run's ``messages``, ``in_flight`` and
+    ``events``."""
+
+    def __init__(self, data: RunData) -> None:
+        self.data = data
+        run_dir, manifest = data.run_dir, data.manifest
+        self.end_us = int(manifest["sim_end_us"])
+        self.forever = self.end_us + 1  # an end beyond the run: still in flight when it ended
+        messages = read_table(run_dir, "messages", ["kind", "msg_id", "t_arrive_us", "t_end_us", "dropped", "cause",
+                                                   "origin"])
+        if "origin" not in messages.column_names:
+            raise InputError(f"{run_dir}: the run predates `check` (its messages have no origin column): run it again")
+        in_flight = read_table(run_dir, "in_flight", ["kind", "msg_id", "origin"])
+        self._publications(messages, in_flight)
+        self._windows(messages, in_flight)
+
+    # ------------------------------------------------------------------ publications
+
+    def _publications(self, messages: pa.Table, in_flight: pa.Table) -> None:
+        expected = self.data.expected
+        pub_ids = pa.array([i.message.id for i in expected.publications], pa.string())
+        copies = messages.filter(pc.equal(messages["kind"], "pub"))
+        which = pc.index_in(copies["msg_id"], value_set=pub_ids).to_numpy(zero_copy_only=False)
+        which = np.nan_to_num(which, nan=-1).astype(np.int64) if which.dtype.kind == "f" else which.astype(np.int64)
+        done = self._ends(copies)
+        n = len(expected.publications)
+        self.pub_start = np.array([i.t_us for i in expected.publications], np.int64)
+        self.pub_end = self.pub_start.copy()
+        ok = which >= 0
+        np.maximum.at(self.pub_end, which[ok], done[ok])
+        waiting = in_flight.filter(pc.equal(in_flight["kind"], "pub"))
+        late = pc.index_in(waiting["msg_id"], value_set=pub_ids).drop_null().to_numpy().astype(np.int64)
+        self.pub_end[late] = self.forever
+        dropped = copies["dropped"].to_numpy(zero_copy_only=False) & ok
+        self.dropped_causes: dict[int, set[str]] = {}
+        causes = copies["cause"].to_pylist()
+        for p, cause in zip(which[dropped].tolist(), (causes[i] for i in np.flatnonzero(dropped))):
+            self.dropped_causes.setdefault(p, set()).add(cause or "dropped")
+        self.pub_dropped = np.zeros(n, bool)
+        self.pub_dropped[list(self.dropped_causes)] = True
+
+    def _ends(self, rows: pa.Table) -> np.ndarray:
+        """Per message row, when its broker was done with it: its service's end, its arrival
+        for a dropped one, after the run for one queued or in service when it ended."""
+        end = rows["t_end_us"].to_numpy(zero_copy_only=False)
+        arrive = rows["t_arrive_us"].to_numpy(zero_copy_only=False).astype(np.int64)
+        dropped = rows["dropped"].to_numpy(zero_copy_only=False)
+        end = np.where(np.isnan(end), -1, end).astype(np.int64) if end.dtype.kind == "f" else end.astype(np.int64)
+        end = np.where(dropped, arrive, np.where(end < 0, self.forever, end))
+        return np.minimum(np.where(end > self.end_us, self.forever, end), self.forever)
+
+    def drop_causes(self, pubs: np.ndarray) -> list[str]:
+        return ["dropped: " + ", ".join(sorted(self.dropped_causes[p])) if p in self.dropped_causes else ""
+                for p in pubs.tolist()]
+
+    # ------------------------------------------------------------------ windows
+
+    def _windows(self, messages: pa.Table, in_flight: pa.Table) -> None:
+        """The unsettled windows, keyed by subscription (its own operations) and by client
+        (advertisement changes, moves), and the fault windows."""
+        origin = messages["origin"].to_numpy(zero_copy_only=False)
+        caused = ~np.isnan(origin) if origin.dtype.kind == "f" else np.ones(len(origin), bool)
+        caused &= messages["kind"].to_numpy(zero_copy_only=False) != "pub"
+        origins = np.nan_to_num(origin, nan=0).astype(np.int64)[caused]
+        ends = self._ends(messages.filter(pa.array(caused)))
+        still = in_flight["origin"].drop_null().to_numpy().astype(np.int64)
+        origins = np.concatenate([origins, still])
+        ends = np.concatenate([ends, np.full(len(still), self.forever, np.int64)])
+        settled: dict[int, int] = {}
+        if len(origins):
+            order = np.argsort(origins, kind="stable")
+            keys, first = np.unique(origins[order], return_index=True)
+            settled = dict(zip(keys.tolist(), np.maximum.reduceat(ends[order], first).tolist()))
+        injections = self.data.injections
+        number_of_sub = {i.message.id: n for n, i in enumerate(self.data.expected.subscriptions)}
+        by_sub, by_client, moves = [], [], []
+        for seq, injection in enumerate(injections):
+            message = injection.message
+            kind = message.kind
+            if kind == "pub":
+                continue
+            window = (injection.t_us, max(settled.get(seq, injection.t_us), injection.t_us))
+            if kind in ("sub", "unsub"):
+                by_sub.append((number_of_sub[message.id], *window))
+            elif kind in ("adv", "unadv"):
+                by_client.append((message.client, *window))
+            else:  # detach, attach: a move
+                moves.append((message.client, *window))
+        clients = sorted({c for c, *_ in by_client + moves} | {i.message.client for i in injections})
+        self.client_number = {c: n for n, c in enumerate(clients)}
+        self.sub_windows = Windows(by_sub, self.forever)
+        self.adv_windows = Windows([(self.client_number[c], s, e) for c, s, e in by_client], self.forever)
+        self.move_windows = Windows([(self.client_number[c], s, e) for c, s, e in moves], self.forever)
+        self.fault_windows = Windows([(0, s, max(e, settled.get(-1 - n, e))) for n, s, e in self._faults()],
+                                     self.forever)
+
+    def _faults(self) -> list[tuple[int, int, int]]:
+        """(fault number, start, end) of every fault the run recorded (an end after the run
+        for one still active)."""
+        events = read_table(self.data.run_dir, "events", ["t_us", "kind", "detail"])
+        started, ended = {}, {}
+        for t, kind, detail in zip(*(events[c].to_pylist() for c in ("t_us", "kind", "detail"))):
+            if kind in ("fault_started", "fault_ended"):
+                number = json.loads(detail)["fault"]
+                (started if kind == "fault_started" else ended)[number] = t
+        return [(n, t, ended.get(n, self.forever)) for n, t in sorted(started.items())]
+
+    def excuses(self, pubs: np.ndarray, subs: np.ndarray, in_flight_counts: bool) -> np.ndarray:
+        """Per pair, the first exception (``EXCUSES``) that covers it, or ''."""
+        reason = np.full(len(pubs), "", object)
+        if not len(pubs):
+            return reason
+        start, end = self.pub_start[pubs], self.pub_end[pubs]
+        expected = self.data.expected
+        number = self.client_number
+        subscriber = np.array([number[expected.subscriptions[s].message.client] for s in subs.tolist()], np.int64)
+        publisher = np.array([number[expected.publications[p].message.client] for p in pubs.tolist()], np.int64)
+        tests = [
+            ("fault", self.fault_windows.overlap(np.zeros(len(pubs), np.int64), start, end)),
+            ("moving client", self.move_windows.overlap(subscriber, start, end)
+             | self.move_windows.overlap(publisher, start, end)),
+            ("subscription changing", self.sub_windows.overlap(subs, start, end)),
+            ("advertisement changing", self.adv_windows.overlap(publisher, start, end)),
+        ]
+        if in_flight_counts:
+            tests.append(("in flight at the end", (end >= self.forever) & ~self.pub_dropped[pubs]))
+        for name, hit in reversed(tests):
+            reason[hit] = name
+        return reason
+
+
+class Windows:
+    """Time windows per key; ``overlap`` says which [start, end] intervals meet one of their
+    key's windows (vectorised: windows sorted by key and start, a running maximum of ends)."""
+
+    def __init__(self, windows: list[tuple[int, int, int]], forever: int) -> None:
+        self.span = forever + 1
+        found = np.array(windows, np.int64).reshape(-1, 3)
+        found = found[np.lexsort((found[:, 1], found[:, 0]))]
+        self.keys = found[:, 0]
+        base = self.keys * self.span
+        self.starts = base + np.minimum(found[:, 1], forever)
+        self.ends = np.maximum.accumulate(base + np.minimum(found[:, 2], forever)) if len(found) else base
+
+    def overlap(self, keys: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        if not len(self.keys):
+            return np.zeros(len(keys), bool)
+        base = keys * self.span
+        last = np.searchsorted(self.starts, base + end, side="right") - 1
+        at = np.maximum(last, 0)
+        return (last >= 0) & (self.keys[at] == keys) & (self.ends[at] >= base + start)
+
+
+def _extra_reasons(data: RunData, timing: Timing, pubs: np.ndarray, subs: np.ndarray) -> np.ndarray:
+    """Per delivered pair the oracle does not expect: why it is wrong ('does not match',
+    'subscription not present', 'publication not advertised'), or 'excused: ...' when the
+    subscription or its publisher's advertisements were changing while it was in flight."""
+    expected = data.expected
+    reasons = np.full(len(pubs), "", object)
+    excuse = timing.excuses(pubs, subs, in_flight_counts=False)
+    for i, (p, s) in enumerate(zip(pubs.tolist(), subs.tolist())):
+        publication = expected.publications[p].message.publication
+        if not matches(expected.subscriptions[s].message.filter, publication):
+            reasons[i] = "does not match"
+        elif excuse[i]:
+            reasons[i] = f"excused: {excuse[i]}"
+        else:
+            reasons[i] = "subscription not present or publication not advertised when published"
+    return reasons
+
+
+def _section(data: RunData, pub_t: np.ndarray, pubs: np.ndarray, subs: np.ndarray, counted: np.ndarray,
+             reasons, unknown: pa.Table | None = None) -> dict:
+    """One kind of difference: the pairs ``counted`` (the others are excused), by
+    publication time, with the first examples (earliest publications first)."""
+    expected = data.expected
+    counted = np.asarray(counted, bool)
+    reasons = np.asarray(reasons, object) if len(pubs) else np.zeros(0, object)
+    pubs, subs, reasons = pubs[counted], subs[counted], reasons[counted]
+    bucket_s = _bucket_s(int(data.manifest["sim_end_us"]))
+    order = np.lexsort((subs, pub_t[pubs]))[:EXAMPLES]
+    examples = [{"pub_id": expected.publications[p].message.id, "sub_id": expected.subscriptions[s].message.id,
+                 "t_pub_s": pub_t[p] / 1e6, **({"why": r} if r and not r.startswith("excused") else {})}
+                for p, s, r in zip(pubs[order].tolist(), subs[order].tolist(), reasons[order].tolist())]
+    count = int(len(pubs))
+    times = pub_t[pubs]
+    if unknown is not None and unknown.num_rows:
+        count += unknown.num_rows
+        rows = unknown.slice(0, EXAMPLES).to_pylist()
+        examples += [{"pub_id": r["pub_id"], "sub_id": r["sub_id"], "why": "no such publication or subscription"}
+                     for r in rows][:max(0, EXAMPLES - len(examples))]
+    section = {"count": count, "by_time": _by_time(times, bucket_s), "examples": examples}
+    why = [r for r in reasons.tolist() if r]
+    if why:
+        section["why"] = {r: why.count(r) for r in sorted(set(why))}
+    return section
+
+
+def _bucket_s(end_us: int) -> float:
+    """A round bucket width (1, 2 or 5 times a power of ten seconds) giving at most 20 buckets."""
+    target = max(end_us / 1e6 / 20, 1e-3)
+    power = 10 ** math.floor(math.log10(target))
+    return next(step * power for step in (1, 2, 5, 10) if step * power >= target)
+
+
+def _by_time(times_us: np.ndarray, bucket_s: float) -> list[list]:
+    """[[bucket start in seconds, count], ...] of the buckets that hold any."""
+    if not len(times_us):
+        return []
+    buckets, counts = np.unique((np.asarray(times_us) / 1e6 // bucket_s).astype(np.int64), return_counts=True)
+    return [[round(b * bucket_s, 6), int(n)] for b, n in zip(buckets.tolist(), counts.tolist())]
+
+
+# ---------------------------------------------------------------------- the report
+
+def summary_line(result: dict) -> str:
+    """One line: exact (with what was excused) or what differed."""
+    excused = {k: v for k, v in result["excused"].items() if v}
+    excused_text = "; excused: " + ", ".join(f"{v:,} {k}" for k, v in excused.items()) if excused else ""
+    head = f"{result['expected_pairs']:,} pairs expected, {result['deliveries']:,} delivered"
+    if result["exact"]:
+        return f"exact ({head}{excused_text})"
+    parts = [f"{result[k]['count']:,} {k}" for k in ("missing", "extra", "duplicate") if result[k]["count"]]
+    return f"NOT exact: {', '.join(parts)} ({head}{excused_text})"
+
+
+def format_report(result: dict) -> str:
+    lines = [f"{result['run']}: {summary_line(result)}"]
+    for kind in ("missing", "extra", "duplicate"):
+        section = result[kind]
+        if not section["count"]:
+            continue
+        lines.append(f"  {kind}: {section['count']:,}")
+        for why, n in section.get("why", {}).items():
+            lines.append(f"    {n:,} {why}")
+        by_time = ", ".join(f"{t:g}s: {n:,}" for t, n in section["by_time"])
+        lines.append(f"    by publication time ({result['bucket_s']:g} s buckets): {by_time}")
+        for e in section["examples"]:
+            at = f" published at {e['t_pub_s']:g} s" if "t_pub_s" in e else ""
+            why = f" ({e['why']})" if "why" in e else ""
+            lines.append(f"    e.g. {e['pub_id']} -> {e['sub_id']}{at}{why}")
+    return "\n".join(lines)
+
+
+def main(paths: list[str], as_json: bool) -> int:
+    results = [check(run_dir) for run_dir in run_directories(paths)]
+    exact = all(r["exact"] for r in results)
+    if as_json:
+        print(json.dumps({"exact": exact, "runs": results}, indent=2))
+    else:
+        print("\n".join(format_report(r) for r in results))
+    return 0 if exact else 1
