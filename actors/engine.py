@@ -106,7 +106,7 @@ class _Context:
         self.sends: list[tuple[str, Message]] = []
         self.deliveries: list[tuple[Message, list[str], list]] = []
         self.events: list[tuple[str, dict]] = []
-        self.client_moves: list[tuple[str, str | None]] = []  # (client, None: pause | broker: resume there)
+        self.client_moves: list[tuple[str, str, bool]] = []  # (client, broker, paused: on the way there)
         self._engine, self._server, self._kind = engine, server, kind
 
     def latency(self, destination: str) -> int:
@@ -117,11 +117,11 @@ class _Context:
         """The service time the message in hand has cost so far."""
         return self._engine.costs.service_us(self._kind, self._server.broker.work) if self._kind else 0
 
-    def pause_client(self, client: str) -> None:
-        self.client_moves.append((client, None))
+    def pause_client(self, client: str, toward: str) -> None:
+        self.client_moves.append((client, toward, True))
 
     def resume_client(self, client: str, broker: str) -> None:
-        self.client_moves.append((client, broker))
+        self.client_moves.append((client, broker, False))
 
     def send(self, destination: str, message: Message) -> None:
         self.sends.append((destination, message))
@@ -180,6 +180,7 @@ class Engine:
         self.last_event_t = 0
         self.arrivals = 0
         self.paused: dict[tuple[str, str], list[Arrival]] = {}  # (broker, client) -> its waiting operations
+        self.paused_toward: dict[tuple[str, str], str] = {}  # (broker, client) -> where it is moving
         self.faults = faults if faults is not None and faults.faults else None
         self.fresh_broker = fresh_broker
         if self.faults:
@@ -400,15 +401,17 @@ class Engine:
 
     # ------------------------------------------------------------------ clients that move
 
-    def _move_clients(self, server: Server, moves: list[tuple[str, str | None]], t: int) -> None:
-        for client, broker in moves:
-            if broker is None:
-                self._pause(server, client)
+    def _move_clients(self, server: Server, moves: list[tuple[str, str, bool]], t: int) -> None:
+        for client, broker, paused in moves:
+            if paused:
+                self._pause(server, client, broker)
             else:
                 self._resume(server, client, broker, t)
 
-    def _pause(self, server: Server, client: str) -> None:
-        """Hold ``client``'s operations at ``server``'s broker, those queued there included."""
+    def _pause(self, server: Server, client: str, toward: str) -> None:
+        """Hold ``client``'s operations at ``server``'s broker, those queued there included,
+        while it moves to ``toward``."""
+        self.paused_toward[server.name, client] = toward
         held = self.paused.setdefault((server.name, client), [])
         mine = lambda a: a.sender is None and a.message.client == client  # noqa: E731
         held.extend(a for a in server.queue if mine(a))
@@ -422,6 +425,7 @@ class Engine:
     def _resume(self, server: Server, client: str, broker: str, t: int) -> None:
         """Send ``client``'s held and future operations at ``server``'s broker to ``broker``."""
         held = self.paused.pop((server.name, client), [])
+        self.paused_toward.pop((server.name, client), None)
 
         def mine(entry) -> bool:  # the heap holds service completions and fault transitions too
             key, item = entry
@@ -497,7 +501,7 @@ class Engine:
             self._record_event(t, server.name, "fault_started" if started else "fault_ended", fault.describe())
         elif transition.action == "crash":
             self._record_event(t, server.name, "fault_started", fault.describe())
-            self._crash(server)
+            self._crash(server, t)
         elif transition.action == "restart":
             self._record_event(t, server.name, "fault_ended", fault.describe())
             self._restart(server, t, origin_of_fault(fault.number))
@@ -506,8 +510,12 @@ class Engine:
             server.broker.link_restored(transition.peer, context)
             self._apply(server, context, t)
 
-    def _crash(self, server: Server) -> None:
-        """The broker loses its state, its queue and the message in service."""
+    def _crash(self, server: Server, t: int) -> None:
+        """The broker loses its state, its queue and the message in service. Clients it had
+        paused, on their way to another broker, go there at once (their handoff is lost)."""
+        for (broker, client), toward in sorted(self.paused_toward.items()):
+            if broker == server.name:
+                self._resume(server, client, toward, t)
         lost = list(server.queue) + [a for _, a in sorted(server.blocked)]
         server.queue.clear()
         server.blocked.clear()

@@ -42,7 +42,7 @@ class SyncPump:
     def service_us(self) -> int:
         return 0
 
-    def pause_client(self, client) -> None:
+    def pause_client(self, client, toward) -> None:
         pass
 
     def resume_client(self, client, broker) -> None:

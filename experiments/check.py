@@ -96,10 +96,8 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
     n_pubs, n_subs = len(expected.publications), len(expected.subscriptions)
     pub_ids = pa.array([i.message.id for i in expected.publications], pa.string())
     sub_ids = pa.array([i.message.id for i in expected.subscriptions], pa.string())
-    pub = pc.index_in(deliveries["pub_id"], value_set=pub_ids).to_numpy(zero_copy_only=False)
-    sub = pc.index_in(deliveries["sub_id"], value_set=sub_ids).to_numpy(zero_copy_only=False)
-    known = ~(np.isnan(pub) | np.isnan(sub)) if pub.dtype.kind == "f" else np.ones(len(pub), bool)
-    pub, sub = np.nan_to_num(pub, nan=0).astype(np.int64), np.nan_to_num(sub, nan=0).astype(np.int64)
+    pub, sub = positions(deliveries["pub_id"], pub_ids), positions(deliveries["sub_id"], sub_ids)
+    known = (pub >= 0) & (sub >= 0)
     width = max(n_subs, 1)
     codes = pub[known] * width + sub[known]
     delivered, counts = np.unique(codes, return_counts=True)
@@ -138,6 +136,16 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
     return result
 
 
+def positions(values, value_set: pa.Array) -> np.ndarray:
+    """Each value's position in ``value_set``, -1 where it is not there."""
+    return _ints(pc.index_in(values, value_set=value_set), -1).astype(np.int64)
+
+
+def _ints(column, missing) -> np.ndarray:
+    """A column as a numpy array, ``missing`` where it is null."""
+    return pc.fill_null(column, missing).to_numpy(zero_copy_only=False)
+
+
 class Timing:
     """When each publication was in flight, and the unsettled windows of the operations and
     faults that excuse a difference, read from the run's ``messages``, ``in_flight`` and
@@ -152,7 +160,7 @@ class Timing:
                                                    "origin"])
         if "origin" not in messages.column_names:
             raise InputError(f"{run_dir}: the run predates `check` (its messages have no origin column): run it again")
-        in_flight = read_table(run_dir, "in_flight", ["kind", "msg_id", "origin"])
+        in_flight = read_table(run_dir, "in_flight", ["kind", "msg_id", "t_arrive_us", "origin"])
         self._publications(messages, in_flight)
         self._windows(messages, in_flight)
 
@@ -162,8 +170,7 @@ class Timing:
         expected = self.data.expected
         pub_ids = pa.array([i.message.id for i in expected.publications], pa.string())
         copies = messages.filter(pc.equal(messages["kind"], "pub"))
-        which = pc.index_in(copies["msg_id"], value_set=pub_ids).to_numpy(zero_copy_only=False)
-        which = np.nan_to_num(which, nan=-1).astype(np.int64) if which.dtype.kind == "f" else which.astype(np.int64)
+        which = positions(copies["msg_id"], pub_ids)
         done = self._ends(copies)
         n = len(expected.publications)
         self.pub_start = np.array([i.t_us for i in expected.publications], np.int64)
@@ -171,9 +178,12 @@ class Timing:
         ok = which >= 0
         np.maximum.at(self.pub_end, which[ok], done[ok])
         waiting = in_flight.filter(pc.equal(in_flight["kind"], "pub"))
-        late = pc.index_in(waiting["msg_id"], value_set=pub_ids).drop_null().to_numpy().astype(np.int64)
-        self.pub_end[late] = self.forever
-        dropped = copies["dropped"].to_numpy(zero_copy_only=False) & ok
+        late = positions(waiting["msg_id"], pub_ids)
+        on_link = _ints(pc.is_valid(waiting["t_arrive_us"]), False)
+        self.pub_end[late[(late >= 0) & on_link]] = self.forever
+        self.pub_held = np.zeros(n, bool)  # never let into the network: its client held it back
+        self.pub_held[late[(late >= 0) & ~on_link]] = True
+        dropped = _ints(copies["dropped"], False) & ok
         self.dropped_causes: dict[int, set[str]] = {}
         causes = copies["cause"].to_pylist()
         for p, cause in zip(which[dropped].tolist(), (causes[i] for i in np.flatnonzero(dropped))):
@@ -184,28 +194,26 @@ class Timing:
     def _ends(self, rows: pa.Table) -> np.ndarray:
         """Per message row, when its broker was done with it: its service's end, its arrival
         for a dropped one, after the run for one queued or in service when it ended."""
-        end = rows["t_end_us"].to_numpy(zero_copy_only=False)
-        arrive = rows["t_arrive_us"].to_numpy(zero_copy_only=False).astype(np.int64)
-        dropped = rows["dropped"].to_numpy(zero_copy_only=False)
-        end = np.where(np.isnan(end), -1, end).astype(np.int64) if end.dtype.kind == "f" else end.astype(np.int64)
-        end = np.where(dropped, arrive, np.where(end < 0, self.forever, end))
-        return np.minimum(np.where(end > self.end_us, self.forever, end), self.forever)
+        end = _ints(rows["t_end_us"], self.forever)
+        end = np.where(_ints(rows["dropped"], False), _ints(rows["t_arrive_us"], 0), end)
+        return np.where(end > self.end_us, self.forever, end)
 
     def drop_causes(self, pubs: np.ndarray) -> list[str]:
-        return ["dropped: " + ", ".join(sorted(self.dropped_causes[p])) if p in self.dropped_causes else ""
-                for p in pubs.tolist()]
+        """Per publication, what became of copies that never arrived, or ''."""
+        return ["dropped: " + ", ".join(sorted(self.dropped_causes[p])) if p in self.dropped_causes
+                else "held back: its client was paused or its broker down when the run ended" if self.pub_held[p]
+                else "" for p in pubs.tolist()]
 
     # ------------------------------------------------------------------ windows
 
     def _windows(self, messages: pa.Table, in_flight: pa.Table) -> None:
         """The unsettled windows, keyed by subscription (its own operations) and by client
         (advertisement changes, moves), and the fault windows."""
-        origin = messages["origin"].to_numpy(zero_copy_only=False)
-        caused = ~np.isnan(origin) if origin.dtype.kind == "f" else np.ones(len(origin), bool)
-        caused &= messages["kind"].to_numpy(zero_copy_only=False) != "pub"
-        origins = np.nan_to_num(origin, nan=0).astype(np.int64)[caused]
+        caused = pc.and_(pc.is_valid(messages["origin"]), pc.not_equal(messages["kind"], "pub")).to_numpy(
+            zero_copy_only=False)
+        origins = _ints(messages["origin"], 0)[caused]
         ends = self._ends(messages.filter(pa.array(caused)))
-        still = in_flight["origin"].drop_null().to_numpy().astype(np.int64)
+        still = _ints(in_flight["origin"].drop_null(), 0).astype(np.int64)
         origins = np.concatenate([origins, still])
         ends = np.concatenate([ends, np.full(len(still), self.forever, np.int64)])
         settled: dict[int, int] = {}

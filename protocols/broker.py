@@ -102,7 +102,8 @@ class Context(Protocol):
 
     def service_us(self) -> int: ...  # the service time the message in hand has cost so far
 
-    def pause_client(self, client: str) -> None: ...  # its operations wait (queued ones too)
+    def pause_client(self, client: str, toward: str) -> None: ...  # its operations wait (queued ones too)
+    # while it moves to ``toward``: it goes there at once if this broker crashes meanwhile
 
     def resume_client(self, client: str, broker: str) -> None: ...  # they go to ``broker`` from now on
 

@@ -304,6 +304,8 @@ class Relocation:
         self.grape_collecting: dict[str, tuple[set, list]] = {}  # session id -> (children waited for, traces)
         self._next_hops: dict[str, str] | None = None
         self._traced: list | None = None  # [hops, local deliveries] of the traced copy in hand
+        # client -> the migration advertisement this broker sent on, until its completion passes
+        self.migrations_ahead: dict[str, Message] = {}
 
     # ------------------------------------------------------------------ publications
 
@@ -505,10 +507,10 @@ class Relocation:
             self._trace_again(publisher)
             return
         publisher.phase, publisher.migration_started = "migrating", ctx.now
-        ctx.pause_client(client)
-        advs = tuple(sorted(self.srt.local_keys_of(client)))
+        ctx.pause_client(client, target)
+        advs = tuple(self.advs[key].msg for key in sorted(self.srt.local_keys_of(client)))
         self._migrate(Message("migration_adv", client, client=client, headers=(
-            ("advs", advs), ("origin", self.name), ("target", target))), ctx)
+            ("advs", advs), ("origin", self.name), ("started", ctx.now), ("target", target))), ctx)
 
     def _trace_again(self, publisher: _Publisher) -> None:
         publisher.phase = "tracing"
@@ -524,9 +526,13 @@ class Relocation:
         advertisement on (the target returns the completion instead)."""
         target = msg.header("target")
         onward = None if target == self.name else self._toward(target)
-        for key in msg.header("advs"):
-            self._repoint(key, onward, ctx)
+        for adv in msg.header("advs"):
+            if adv.key in self.advs:
+                self._repoint(adv.key, onward, ctx)
+            else:  # this broker restarted empty, and neither neighbour sent it the advertisement again
+                self.on_adv(adv, onward, ctx)
         if onward is not None:
+            self.migrations_ahead[msg.client] = msg
             ctx.send(onward, msg)
         else:
             self._migration_done(replace(msg, kind="migration_done"), ctx)
@@ -535,22 +541,40 @@ class Relocation:
         self._migration_done(msg, ctx)
 
     def _migration_done(self, msg: Message, ctx) -> None:
-        origin = msg.header("origin")
+        """Pass the completion on toward the origin, which resumes the publisher at the target;
+        a completion the origin is not waiting for (sent again after a fault, or reaching an
+        origin that restarted empty, whose paused publisher went to the target at its crash)
+        changes nothing."""
+        client, origin = msg.client, msg.header("origin")
+        ahead = self.migrations_ahead.get(client)
+        if ahead is not None and ahead.header("started") == msg.header("started"):
+            del self.migrations_ahead[client]
         if origin != self.name:
             ctx.send(self._toward(origin), msg)
             return
-        client, target = msg.client, msg.header("target")
-        publisher = self.publishers.pop(client)
+        target = msg.header("target")
+        publisher = self.publishers.get(client)
+        if publisher is None or publisher.phase != "migrating" or publisher.migration_started != msg.header("started"):
+            return
+        del self.publishers[client]
         ctx.resume_client(client, target)
         ctx.event("publisher_migrated", publisher=client, origin=self.name, target=target,
                   algorithm=self.relocation.algorithm, t_start_us=publisher.migration_started, t_end_us=ctx.now,
                   selection_us=publisher.migration_started - publisher.selection_started)
 
+    def link_restored(self, hop: str, ctx) -> None:
+        """After the link's resynchronisation, send again the migrations this broker passed to
+        ``hop`` that have not completed: the advertisement or its completion may have been
+        lost with the link or the neighbour (re-pointing twice changes nothing)."""
+        super().link_restored(hop, ctx)
+        for client in sorted(self.migrations_ahead):
+            msg = self.migrations_ahead[client]
+            if self._toward(msg.header("target")) == hop:
+                ctx.send(hop, msg)
+
     def _repoint(self, key, hop: str | None, ctx) -> None:
         """Advertisement ``key`` now comes from ``hop`` (None: a local client here)."""
-        route = self.advs.get(key)
-        if route is None:
-            return
+        route = self.advs[key]
         old, route.last_hop = route.last_hop, hop
         self.srt.set_last_hop(route.slot, self._index(hop))
         adv, subs = route.msg.filter, self.subs

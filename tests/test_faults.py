@@ -8,6 +8,8 @@ import pytest
 import topologies
 from actors.faults import FaultSchedule, parse_faults
 from actors.results import read_table
+from actors.storage import RunDir
+from experiments.check import check
 from experiments.cli import main
 from workloads.generators import random_mix
 
@@ -84,6 +86,8 @@ def test_after_recovery_deliveries_equal_the_oracle(write_scenario, tmp_path, st
     assert len(delivered) == len(delivered[["pub_id", "sub_id"]].drop_duplicates()), "duplicate deliveries"
     assert pairs(delivered, later) == {p for p in expected if p[0] in later} and len(later) > 100
     assert len(expected - pairs(delivered)) > 100  # the faults did cost deliveries while they lasted
+    checked = check(RunDir(tmp_path / "run"))  # and nothing outside the faults' windows
+    assert checked["exact"] and checked["excused"]["fault"] >= len(expected - pairs(delivered)), checked["excused"]
 
 
 def test_routing_tables_converge_to_those_of_a_run_without_faults(write_scenario, tmp_path):

@@ -242,3 +242,36 @@ def test_identical_results_across_host_counts_with_publishers_migrating(write_sc
         for table, rows in results[0].items():
             key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
             assert sorted(results[hosts][table], key=key) == sorted(rows, key=key), f"{table}, hosts={hosts}"
+
+
+@pytest.mark.parametrize("faults, migrating_off", [
+    # B10 slowed while its publishers migrate off it; B5's publisher migrates off it before B5
+    # crashes; a link goes down long after: faults pending at every migration
+    ([{"t": "4s", "kind": "slow", "broker": "B10", "factor": 3, "until": "7s"},
+      {"t": "5.3s", "kind": "crash", "broker": "B5", "restart_after": "1s"},
+      {"t": "9s", "kind": "link_down", "a": "B1", "b": "B3", "until": "10s"}], {"B10", "B5"}),
+    # B4 crashes while its publisher's migration is under way and while it relays two others:
+    # the paused publisher goes to its target, the relayed migrations are sent again at B4's
+    # restart, which holds none of their advertisements
+    ([{"t": "5.212s", "kind": "crash", "broker": "B4", "restart_after": "1s"},
+      {"t": "9s", "kind": "link_down", "a": "B1", "b": "B3", "until": "10s"}], set()),
+], ids=["slow-and-pending-crash", "crash-mid-migration"])
+def test_publishers_migrating_through_faults_deliver_exactly_outside_them(write_scenario, tmp_path, faults,
+                                                                        migrating_off):
+    from experiments.check import check
+    from actors.storage import RunDir
+
+    scenario = relocation_scenario("grape", "active")
+    scenario.update(duration="12s", faults=faults)
+    rows = run_rows(tmp_path, write_scenario(scenario), "run")
+    migrated = [json.loads(e["detail"]) for e in rows["events"] if e["kind"] == "publisher_migrated"]
+    assert migrating_off <= {m["origin"] for m in migrated if 5_000_000 < m["t_start_us"] < 5_300_000}
+    result = check(RunDir(tmp_path / "run"))
+    assert result["exact"], result
+    assert {k for k, v in result["excused"].items() if v} == {"fault"}
+    if not migrating_off:  # the publisher paused at B4 publishes at B9 from the crash on
+        sent_at = {m["broker"] for m in rows["messages"] if m["sender"] is None and m["msg_id"].startswith("S006-")
+                   and m["t_arrive_us"] > 5_212_000}
+        assert sent_at == {"B9"}
+        resent = [m for m in rows["messages"] if m["kind"] == "migration_adv" and m["t_arrive_us"] > 6_212_000]
+        assert {m["broker"] for m in resent} == {"B4", "B9"} and len(resent) == 4
