@@ -431,13 +431,15 @@ class Multitree:
             return
         _, clusters, rows = epoch.matching(msg.publication)
         tree = msg.header("tree")
-        for cluster in (np.unique(clusters).tolist() if tree is None else [tree]):
+        local_clusters = np.array([epoch.cluster_of(self.groups[key]) for key in self.prt.keys_of(local)], np.int64)
+        # at the publisher's broker, every cluster with a matching subscription: those beyond
+        # a neighbour (the counts) and those only here (a group that is new since the plan)
+        for cluster in (np.union1d(clusters, local_clusters).tolist() if tree is None else [tree]):
             if epoch.plan.flooded and cluster > 0:
                 directions = epoch.channel(cluster)
             else:
                 directions = np.flatnonzero(rows[clusters == cluster].any(axis=0)).tolist()
-            in_cluster = [epoch.cluster_of(self.groups[key]) == cluster for key in self.prt.keys_of(local)]
-            self._deliver(msg, local[np.array(in_cluster, bool)], ctx)
+            self._deliver(msg, local[local_clusters == cluster], ctx)
             names = self.neighbors
             self._forward(msg.with_headers(tree=cluster), [names[d] for d in directions if names[d] != sender], ctx)
 
