@@ -16,6 +16,11 @@ six kinds:
 - ``curve``: ``y`` against another column ``x`` of the table (a clustering's trees), one
   line per variant; ``scale`` is its x axis's, as for a cdf.
 
+A variant run with several seeds (runs named ``<variant>_seed<N>``, several run names for one
+variant) is drawn as the mean over its seeds with the 95% confidence interval
+(``analysis.spread``): time, cdf, curve and sweep lines with a band, bars with error bars, and
+a ratio to another variant (``relative_to``) as the interval of the per-seed ratios.
+
 A figure with a window (values at the end, or a measured interval) draws every panel but
 the time ones from the report of its runs over that window; ``measured: run`` or ``window``
 says otherwise. Rows are first filtered by ``where`` (column: value) and, where several remain per variant
@@ -33,7 +38,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from matplotlib.ticker import NullFormatter
 
-from analysis import style
+from analysis import spread, style
 from analysis.style import plt
 from analysis.window import Window
 
@@ -139,7 +144,7 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
     the runs over the figure's window, which panels but time ones are drawn from; ``looks``:
     variant -> a look it shares with others (the same strategy in two datasets); ``phases``:
     (label, from s, until s) stretches the time panels shade and name."""
-    variants = list(runs.values())
+    variants = list(dict.fromkeys(runs.values()))
     page = _Page(variants, style.styles(variants, looks), sweep, _core_order(tables))
     shown, drawn = [], []
     for i, panel in enumerate(panels):
@@ -232,21 +237,53 @@ def _points(panel: Panel, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _value(panel: Panel, rows: list[dict]) -> float | None:
+    """One run's value: its rows combined by ``reduce``."""
     values = [row[panel.y] for row in rows if row.get(panel.y) is not None]
     return float(REDUCERS[panel.reduce](values)) if values else None
 
 
+def _by_seed(rows: list[dict]) -> dict[int | None, list[dict]]:
+    """A variant's rows per run, keyed by the run's seed (None: the variant's one run)."""
+    grouped = defaultdict(list)
+    for row in rows:
+        grouped[spread.variant_of(row.get("run") or "")[1]].append(row)
+    return grouped
+
+
+def _estimate(panel: Panel, rows: list[dict]) -> tuple[float | None, float | None]:
+    """A variant's value: (mean over its seeds, half-width of the interval; None for one run)."""
+    values = [v for v in (_value(panel, seed_rows) for seed_rows in _by_seed(rows).values()) if v is not None]
+    if not values:
+        return None, None
+    return spread.interval(values)
+
+
+def _series(panel: Panel, rows: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(x, y, half-width or None) of a variant: its run's points, or at each x the mean over
+    the seeds that have one and its interval."""
+    runs = [_points(panel, seed_rows) for seed_rows in _by_seed(rows).values()]
+    if len(runs) == 1:
+        return (*runs[0], None)
+    xs = np.unique(np.concatenate([x for x, _ in runs]))
+    at = [dict(zip(x.tolist(), y.tolist())) for x, y in runs]
+    found = [spread.interval([values[x] for values in at if x in values]) for x in xs.tolist()]
+    return xs, np.array([m for m, _ in found]), np.array([h if h is not None else 0.0 for _, h in found])
+
+
 def _line_panel(ax, panel, rows, page: _Page, step: bool) -> None:
     variants, looks = page.variants, page.looks
-    series = {v: _points(panel, rows[v]) for v in variants if rows.get(v)}
-    for group in style.identical_groups(series, variants):
-        x, y = series[group[0]]
+    series = {v: _series(panel, rows[v]) for v in variants if rows.get(v)}
+    for group in style.identical_groups({v: (x, y) for v, (x, y, _) in series.items()}, variants):
+        x, y, half = series[group[0]]
         kwargs = looks[group[0]].line_kwargs(points=len(x))
         label = style.group_label(group)
         if step:
             ax.step(x, y, where="post", label=label, **kwargs)
         else:
             ax.plot(x, y, label=label, **kwargs)
+        if half is not None:
+            ax.fill_between(x, y - half, y + half, step="post" if step else None, color=looks[group[0]].colour,
+                            alpha=0.2, linewidth=0)
     style.label_axis(ax, "x", panel.x_column)
     style.label_axis(ax, "y", panel.y)
     ax.legend(fontsize="small", framealpha=0.85)
@@ -298,26 +335,43 @@ def _x_scale(ax, panel: Panel) -> None:
 
 def _bars(ax, panel, rows, page: _Page) -> None:
     variants, looks = page.variants, page.looks
-    values = {v: _value(panel, rows[v]) for v in variants if rows.get(v)}
-    values = {v: value for v, value in values.items() if value is not None}
+    estimates = {v: _estimate(panel, rows[v]) for v in variants if rows.get(v)}
+    estimates = {v: found for v, found in estimates.items() if found[0] is not None}
     column = panel.y
     if panel.relative_to:
-        base = values.get(panel.relative_to)
-        values = {v: value / base for v, value in values.items()} if base else {}
+        estimates = _relative(panel, rows, estimates)
         column = "relative_cost"
         ax.axhline(1.0, color="grey", linewidth=0.8)
-    groups = style.identical_groups(values, variants)
+    groups = style.identical_groups({v: mean for v, (mean, _) in estimates.items()}, variants)
     m = style.measure(column)
-    heights = [float(m.scale(values[g[0]])) for g in groups]
+    heights = [float(m.scale(estimates[g[0]][0])) for g in groups]
+    halves = [estimates[g[0]][1] for g in groups]
+    errors = None if all(h is None for h in halves) else [float(m.scale(h or 0.0)) for h in halves]
     positions = np.arange(len(groups))
-    bars = ax.bar(positions, heights, color=[looks[g[0]].colour for g in groups], hatch=[looks[g[0]].hatch for g in groups],
+    bars = ax.bar(positions, heights, yerr=errors, capsize=4 if errors else 0,
+                  color=[looks[g[0]].colour for g in groups], hatch=[looks[g[0]].hatch for g in groups],
                   edgecolor="black", linewidth=0.5)
-    ax.bar_label(bars, labels=[_format(h, m) for h in heights], fontsize="small", padding=2)
+    texts = [_format(h, m) + (f" ± {_format(e, m)}" if errors else "") for h, e in zip(heights, errors or heights)]
+    ax.bar_label(bars, labels=texts, fontsize="small", padding=2)
     crowded = len(groups) > 4
     ax.set_xticks(positions, [" = ".join(g) + ("\n(identical)" if len(g) > 1 else "") for g in groups],
                   rotation=30 if crowded else 0, ha="right" if crowded else "center", fontsize="small")
     style.label_axis(ax, "y", column)
     ax.set_ylim(0, max(heights + [0]) * 1.15 or 1)
+
+
+def _relative(panel: Panel, rows: dict, estimates: dict) -> dict:
+    """Each variant's value over ``relative_to``'s: per seed, then the interval of the ratios."""
+    base_rows = rows.get(panel.relative_to)
+    if not base_rows or not estimates.get(panel.relative_to, (None,))[0]:
+        return {}
+    base = {seed: _value(panel, seed_rows) for seed, seed_rows in _by_seed(base_rows).items()}
+    found = {}
+    for variant in estimates:
+        own = {seed: _value(panel, seed_rows) for seed, seed_rows in _by_seed(rows[variant]).items()}
+        found[variant] = spread.ratios({s: v for s, v in own.items() if v is not None},
+                                       {s: v for s, v in base.items() if v is not None})
+    return found
 
 
 def _format(value: float, m: style.Measure) -> str:
@@ -330,21 +384,19 @@ def _format(value: float, m: style.Measure) -> str:
 
 def _categories(ax, panel, rows, page: _Page) -> None:
     variants, looks = page.variants, page.looks
-    totals = defaultdict(list)
-    for variant in variants:
-        for row in rows.get(variant, []):
-            if row.get(panel.y) is not None:
-                totals[variant, row[panel.x]].append(row[panel.y])
     categories = _category_order(panel, rows, page.core)
     present = [v for v in variants if rows.get(v)]
-    heights = {v: np.array([float(REDUCERS[panel.reduce](totals[v, c])) if totals[v, c] else 0.0
-                            for c in categories]) for v in present}
+    estimates = {v: [_category_estimate(panel, rows[v], c) for c in categories] for v in present}
+    heights = {v: np.array([mean for mean, _ in found]) for v, found in estimates.items()}
     groups = style.identical_groups(heights, present)
     width = 0.8 / len(groups)
+    scale = style.measure(panel.y).scale
     for i, group in enumerate(groups):
-        ax.bar(np.arange(len(categories)) + i * width, style.measure(panel.y).scale(heights[group[0]]), width,
-               color=looks[group[0]].colour, hatch=looks[group[0]].hatch, edgecolor="black", linewidth=0.5,
-               label=style.group_label(group))
+        halves = [half for _, half in estimates[group[0]]]
+        errors = None if all(h is None for h in halves) else scale(np.array([h or 0.0 for h in halves]))
+        ax.bar(np.arange(len(categories)) + i * width, scale(heights[group[0]]), width, yerr=errors,
+               capsize=2 if errors is not None else 0, color=looks[group[0]].colour, hatch=looks[group[0]].hatch,
+               edgecolor="black", linewidth=0.5, label=style.group_label(group))
     long = max(len(str(c)) for c in categories) > 6 or len(categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
                   ha="right" if long else "center", fontsize="small")
@@ -354,6 +406,16 @@ def _categories(ax, panel, rows, page: _Page) -> None:
     if panel.scale == "log":
         _log_y(ax, panel)
     ax.legend(fontsize="small", framealpha=0.85)
+
+
+def _category_estimate(panel: Panel, rows: list[dict], category) -> tuple[float, float | None]:
+    """A variant's value in one category (0 where a run has none): its run's, or the mean over
+    its seeds and the interval."""
+    values = []
+    for seed_rows in _by_seed(rows).values():
+        found = [r[panel.y] for r in seed_rows if r.get(panel.x) == category and r.get(panel.y) is not None]
+        values.append(float(REDUCERS[panel.reduce](found)) if found else 0.0)
+    return spread.interval(values)
 
 
 def _category_order(panel: Panel, rows: dict[str, list[dict]], core: list[str]) -> list:
@@ -370,23 +432,28 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
         raise ValueError(f"panel {panel.title!r}: a sweep panel needs the figure's sweep: setting")
     series = defaultdict(list)
     for variant in variants:
-        value = _value(panel, rows.get(variant, []))
+        value, half = _estimate(panel, rows.get(variant, []))
         if variant in sweep.points and value is not None:
             name, x = sweep.points[variant]
-            series[name].append((x, value))
+            series[name].append((x, value, np.nan if half is None else half))
     names = list(dict.fromkeys(sweep.points[v][0] for v in variants if v in sweep.points))
     series_looks = style.styles(names)
     lines = {name: tuple(np.array(v, dtype=float) for v in zip(*sorted(series[name]))) for name in names
              if series[name]}
     xs = sorted({x for name in lines for x in lines[name][0]})
-    for group in style.identical_groups(lines, names):
-        x, y = lines[group[0]]
+    scale = style.measure(panel.y).scale
+    for group in style.identical_groups({name: (x, y) for name, (x, y, _) in lines.items()}, names):
+        x, y, half = lines[group[0]]
         looks = series_looks[group[0]]
         if len(x) == 1 and len(xs) > 1:  # a series the setting does not apply to (S0 has no soft links)
-            ax.axhline(style.measure(panel.y).scale(y)[0], color=looks.colour, linestyle="--", linewidth=1.2,
+            ax.axhline(scale(y)[0], color=looks.colour, linestyle="--", linewidth=1.2,
                        label=f"{style.group_label(group)} (one run, at {sweep.label.split(' (')[0]} {x[0]:g})")
+            if not np.isnan(half[0]):
+                ax.axhspan(scale(y - half)[0], scale(y + half)[0], color=looks.colour, alpha=0.12, linewidth=0)
             continue
-        ax.plot(x, style.measure(panel.y).scale(y), label=style.group_label(group), **looks.line_kwargs(points=len(x)))
+        ax.plot(x, scale(y), label=style.group_label(group), **looks.line_kwargs(points=len(x)))
+        if not np.isnan(half).all():
+            ax.fill_between(x, scale(y - half), scale(y + half), color=looks.colour, alpha=0.2, linewidth=0)
     ax.set_xlabel(sweep.label)
     if _evenly_spaced_in_log(xs):  # settings spread over decades (sampling factors, broker counts)
         ax.set_xscale("log")
@@ -420,14 +487,14 @@ _PLOTTERS = {"time": _time, "cdf": _cdf, "bars": _bars, "categories": _categorie
 
 def _shared_time_range(panels: list[tuple[Panel, dict]]) -> tuple[float, float] | None:
     """From zero to a little past the last activity any time panel shows (``style.last_activity``)."""
-    return style.time_range(max((style.last_activity(panel.y, *_points(panel, variant_rows))
+    return style.time_range(max((style.last_activity(panel.y, *_series(panel, variant_rows)[:2])
                                  for panel, rows in panels for variant_rows in rows.values()), default=0.0))
 
 
 def _inset_for_burst(ax, panel: Panel, rows: dict, page: _Page, time_range) -> None:
     """An inset zoomed on the peaks when every variant's values above a tenth of the highest
     fall within a tenth of the time axis (a one-point spike otherwise)."""
-    series = {v: _points(panel, rows[v]) for v in page.variants if rows.get(v)}
+    series = {v: _series(panel, rows[v])[:2] for v in page.variants if rows.get(v)}
     if not series:
         return
     x = np.concatenate([vx for vx, _ in series.values()])

@@ -4,6 +4,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from analysis import spread
+
 # summary columns shown in the report: (column, heading, format)
 SUMMARY_COLUMNS = [
     ("run", "run", "{}"),
@@ -63,10 +65,36 @@ def _cell(value, fmt: str) -> str:
 
 
 def markdown_table(rows: list[dict], columns) -> str:
+    """Rows as a Markdown table; a value with an interval (``<column>_ci`` in the row) reads
+    "mean ± half-width"."""
     lines = ["| " + " | ".join(heading for _, heading, _ in columns) + " |",
              "|" + "|".join("---" for _ in columns) + "|"]
-    lines += ["| " + " | ".join(_cell(row.get(c), fmt) for c, _, fmt in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(_with_interval(row, c, fmt) for c, _, fmt in columns) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _with_interval(row: dict, column: str, fmt: str) -> str:
+    value, half = row.get(column), row.get(f"{column}_ci")
+    if half is None or value is None:
+        return _cell(value, fmt)
+    fmt = _MEAN_FORMATS.get(fmt, fmt)
+    return f"{_cell(value, fmt)} ± {_cell(half, fmt)}"
+
+
+_MEAN_FORMATS = {"{:,}": "{:,.1f}"}  # a mean of counts, and its interval, has a decimal
+
+
+def seeds_table(rows: list[dict], columns) -> str | None:
+    """The variants run with several seeds (``analysis.spread``): per column the mean and its
+    95% confidence interval; None when no variant has several seeds."""
+    numeric = [c for c in columns if c[0] not in ("run", "peak_broker", "multitree")]
+    summarised = spread.summarised(rows, [c for c, _, _ in numeric])
+    if not summarised:
+        return None
+    for row in summarised:
+        row["seeds"] = f"{len(row['seeds'])} ({', '.join(map(str, row['seeds']))})"
+    measured = [c for c in numeric if any(row.get(c[0]) is not None for row in summarised)]
+    return markdown_table(summarised, [("run", "variant", "{}"), ("seeds", "seeds", "{}"), *measured])
 
 
 def write_report(out: Path, runs, collected: dict, figures: dict[str, Path], bucket_us: int) -> None:
@@ -83,6 +111,11 @@ def write_report(out: Path, runs, collected: dict, figures: dict[str, Path], buc
         f"Time buckets of {bucket_us / 1e6:g} s. Tables are in `tables/` (Parquet); "
         "definitions in `analysis/metrics.py`." + _window_line(runs), "",
         "## Summary", "", markdown_table(summary, SUMMARY_COLUMNS), "",
+    ]
+    over_seeds = seeds_table(summary, SUMMARY_COLUMNS)
+    if over_seeds:
+        sections += ["## Summary over seeds", "", f"Each value: the {spread.DESCRIBED}.", "", over_seeds, ""]
+    sections += [
         "## Forwarding by broker role", "", markdown_table(roles, ROLE_COLUMNS), "",
     ]
     if collected["faults"]:

@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="output directory (default: figures/NAME); of several figures, the parent of "
                              "one directory each (default: figures)")
     figure.add_argument("--small", action="store_true", help="test-sized runs")
+    figure.add_argument("--repeat", type=int, default=1,
+                        help="runs per variant, seeds counting up from its scenario's: the page gives means with "
+                             "95%% confidence intervals (default: 1)")
     figure.add_argument("--force", action="store_true",
                         help="start over: remove --out's earlier runs and report (default: reuse complete runs)")
     figure.add_argument("--max-parallel", type=int, help="runs at once (default: this machine's CPUs)")
@@ -277,7 +280,7 @@ def _figure(args) -> int:
     if len(set(names)) != len(names):
         raise InputError(f"figure: a figure is named twice: {' '.join(names)}")
     chosen = [figures.load(name) for name in names]
-    suffix = "-small" if args.small else ""
+    suffix = ("-small" if args.small else "") + (f"-repeat{args.repeat}" if args.repeat > 1 else "")
     if len(chosen) == 1:
         outs = [args.out or Path("figures") / (names[0] + suffix)]
     else:
@@ -287,7 +290,7 @@ def _figure(args) -> int:
     max_parallel = _max_parallel(args)
     try:  # run_figures resolves every run before anything runs
         pages = figures.run_figures(list(zip(chosen, outs)), args.small, analyse_reports, max_parallel, args.address,
-                                    report=lambda line: print(line, file=sys.stderr))
+                                    report=lambda line: print(line, file=sys.stderr), repeat=args.repeat)
     except InputError:
         raise
     except Exception as exc:

@@ -49,6 +49,8 @@ import yaml
 
 from analysis.job import PLOTS_OVER_TIME, Requested
 from analysis.panels import Drawn, Panel, Sweep, Windowed, check as check_panel
+from analysis.spread import DESCRIBED, interval, seeded_name
+from experiments.check import summary_line
 from analysis.window import Window, from_mapping, label_in
 from protocols.errors import InputError
 
@@ -81,6 +83,19 @@ class Setting:
 
 
 @dataclass(frozen=True)
+class Instance:
+    """One run of a figure: a variant, with one of the seeds of ``--repeat`` (None: the
+    variant's one run, with its scenario's seed)."""
+    label: str
+    seed: int | None = None
+
+    @property
+    def directory(self) -> str:
+        """Its run directory under ``OUT/runs``."""
+        return self.label if self.seed is None else seeded_name(self.label, self.seed)
+
+
+@dataclass(frozen=True)
 class Figure:
     name: str
     title: str
@@ -107,8 +122,15 @@ class Figure:
         _, own, own_small = self.runs[label]
         return [*own, *(self.small + own_small if small else []), f"name={self.name}-{label}"]
 
-    def run_name(self, label: str) -> str:
-        return f"{self.name}-{label}"
+    def run_name(self, label: str, seed: int | None = None) -> str:
+        name = f"{self.name}-{label}"
+        return name if seed is None else seeded_name(name, seed)
+
+    def instance_overrides(self, instance: Instance, small: bool) -> list[str]:
+        """An instance's overrides: its variant's, with its seed and its own name."""
+        seeded = [] if instance.seed is None else [f"seed={instance.seed}"]
+        return [*self.overrides(instance.label, small)[:-1], *seeded,
+                f"name={self.run_name(instance.label, instance.seed)}"]
 
     def measured(self, small: bool) -> Window | None:
         """The window the figure's values are measured over (None: whole runs)."""
@@ -261,18 +283,24 @@ def _panels(given: list, variants: list[str], path: Path) -> list[Panel]:
     return panels
 
 
-def check(figure: Figure, small: bool) -> dict[str, str]:
+def check(figure: Figure, small: bool, repeat: int = 1) -> dict[Instance, str]:
     """Every run's scenario resolves (InputError otherwise), before anything runs; runs that
-    share a workload build it once. Returns per run what makes it that run: its resolved
-    scenario but its name, and where its scenario file's relative paths start."""
+    share a workload build it once. Returns the figure's runs (``repeat`` of each variant,
+    seeds counting up from its scenario's, or its one run) and per run what makes it that run:
+    its resolved scenario but its name, and where its scenario file's relative paths start."""
     from experiments.scenario import resolve, workloads_shared
 
+    if repeat < 1:
+        raise InputError(f"--repeat {repeat}: expected at least 1")
     identities = {}
     with workloads_shared():
         for label, (scenario, *_) in figure.runs.items():
             resolved = resolve(scenario, figure.overrides(label, small)).scenario
-            identities[label] = json.dumps([{**resolved, "name": None}, str(Path(scenario).resolve().parent)],
-                                           sort_keys=True, default=str)
+            seeds = [None] if repeat == 1 else [resolved["seed"] + r for r in range(repeat)]
+            for seed in seeds:
+                key = {**resolved, "name": None, **({} if seed is None else {"seed": seed})}
+                identities[Instance(label, seed)] = json.dumps([key, str(Path(scenario).resolve().parent)],
+                                                               sort_keys=True, default=str)
     return identities
 
 
@@ -292,40 +320,62 @@ def prepare_out(out: Path, force: bool) -> None:
 
 
 def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_parallel: int,
-                address: str | None = None, report=print) -> list[Path]:
-    """For each (figure, out): run every variant not complete in ``out`` yet (``max_parallel``
-    at once); then analyse all figures' runs in one job, ``analyse([(report_dir, run_dirs),
-    ...]) -> exit status`` (``analysis.job.Requested``; a figure with a window twice: whole,
-    and over the window); then draw each figure's panels and write its ``OUT/figure.md``.
-    Returns the pages' paths. Every run of every figure resolves before anything runs; a run
-    an earlier figure of the call has too (the same scenario under another name) is copied
-    from it, not run again."""
-    identities = [check(figure, small) for figure, _ in figures]
+                address: str | None = None, report=print, repeat: int = 1) -> list[Path]:
+    """For each (figure, out): run every variant (``repeat`` times, with seeds counting up)
+    not complete in ``out`` yet (``max_parallel`` at once) and check each run's deliveries;
+    then analyse all figures' runs in one job, ``analyse([(report_dir, run_dirs), ...]) ->
+    exit status`` (``analysis.job.Requested``; a figure with a window twice: whole, and over
+    the window); then draw each figure's panels and write its ``OUT/figure.md``. Returns the
+    pages' paths; raises, once the pages are written, when a run's deliveries are not exact.
+    Every run of every figure resolves before anything runs; a run an earlier figure of the
+    call has too (the same scenario under another name) is copied from it, not run again."""
+    identities = [check(figure, small, repeat) for figure, _ in figures]
     first_run: dict[str, Path] = {}  # a run's identity -> where the first figure that has it runs it
+    checked = []
     for (figure, out), identity in zip(figures, identities):
-        copies = {label: (first_run[identity[label]], figure.run_name(label))
-                  for label in figure.runs if identity[label] in first_run}
-        _run_variants(figure, out, small, max_parallel, address, report, copies)
-        first_run = {**{key: out / "runs" / label for label, key in identity.items()}, **first_run}
+        copies = {i.directory: (first_run[key], figure.run_name(i.label, i.seed))
+                  for i, key in identity.items() if key in first_run}
+        _run_variants(figure, out, small, list(identity), max_parallel, address, report, copies)
+        first_run = {**{key: out / "runs" / i.directory for i, key in identity.items()}, **first_run}
+        checked.append(check_deliveries(out, list(identity), report))
     reports = []
-    for figure, out in figures:
+    for (figure, out), identity in zip(figures, identities):
         for report_dir in (out / "report", out / WINDOW_REPORT):
             shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
-        runs = [out / "runs" / label for label in figure.runs]
+        runs = [out / "runs" / i.directory for i in identity]
         window = figure.measured(small)
-        reports.append(Requested(out / "report", runs, looks=_looks(figure)))
+        reports.append(Requested(out / "report", runs, looks=_looks(figure, list(identity))))
         if window is not None:
             reports.append(Requested(out / WINDOW_REPORT, runs, window, plots=_plots_over_window(figure),
-                                     looks=_looks(figure, window)))
+                                     looks=_looks(figure, list(identity), window)))
     if analyse(reports) != 0:
         raise RuntimeError(f"the analysis of {', '.join(str(out / 'runs') for _, out in figures)} failed")
-    return [write_page(figure, out, small) for figure, out in figures]
+    pages = [write_page(figure, out, small, list(identity), checks)
+             for (figure, out), identity, checks in zip(figures, identities, checked)]
+    wrong = [f"{out / 'runs' / directory}: {summary_line(result)}" for (_, out), checks in zip(figures, checked)
+             for directory, result in checks.items() if not result["exact"]]
+    if wrong:
+        raise RuntimeError("deliveries not exact (pubsub-emu check RUN_DIR says where): " + "; ".join(wrong))
+    return pages
 
 
-def _looks(figure: Figure, window: Window | None = None) -> dict[str, str]:
+def check_deliveries(out: Path, instances: list[Instance], report=print) -> dict[str, dict]:
+    """``pubsub-emu check`` of each run of a figure, by run directory; kept in ``OUT/checks.json``."""
+    from actors.storage import RunDir
+    from experiments.check import check as check_run
+
+    results = {}
+    for instance in instances:
+        results[instance.directory] = result = check_run(RunDir(out / "runs" / instance.directory))
+        report(f"check {instance.directory}: {summary_line(result)}")
+    (out / "checks.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _looks(figure: Figure, instances: list[Instance], window: Window | None = None) -> dict[str, str]:
     """Run name in the analysis (in the report over ``window``: there) -> its look."""
-    names = _run_names(figure, window)
-    return {names[label]: look for label, look in (figure.looks or {}).items()}
+    labels = _run_labels(figure, instances, window)
+    return {name: (figure.looks or {})[label] for name, label in labels.items() if label in (figure.looks or {})}
 
 
 def _plots_over_window(figure: Figure) -> tuple[str, ...]:
@@ -334,13 +384,13 @@ def _plots_over_window(figure: Figure) -> tuple[str, ...]:
     return tuple(title for title in figure.plots if title not in PLOTS_OVER_TIME)
 
 
-def _run_variants(figure: Figure, out: Path, small: bool, max_parallel: int, address: str | None, report,
-                  copies: dict[str, tuple[Path, str]]) -> None:
-    """Run ``figure``'s runs into ``out/runs``; ``copies``: label -> (the same run in an earlier
-    figure, this one's run name), copied rather than run."""
+def _run_variants(figure: Figure, out: Path, small: bool, instances: list[Instance], max_parallel: int,
+                  address: str | None, report, copies: dict[str, tuple[Path, str]]) -> None:
+    """Run ``figure``'s runs into ``out/runs``; ``copies``: run directory -> (the same run in
+    an earlier figure, this one's run name), copied rather than run."""
     from experiments.sweep import Point, run_sweep
 
-    points = [Point(label, scenario, figure.overrides(label, small)) for label, (scenario, *_) in figure.runs.items()]
+    points = [Point(i.directory, figure.runs[i.label][0], figure.instance_overrides(i, small)) for i in instances]
     report(f"figure {figure.name}{' (test-sized)' if small else ''}: {len(points)} runs into {out / 'runs'}, "
            f"then their analysis into {out / 'report'} and the page {out / 'figure.md'}")
     try:
@@ -352,14 +402,17 @@ def _run_variants(figure: Figure, out: Path, small: bool, max_parallel: int, add
         raise RuntimeError(f"runs failed: {', '.join(failed)} (see {out / 'runs' / 'sweep.json'})")
 
 
-def sweep_points(figure: Figure, out: Path) -> Sweep | None:
-    """A sweep figure's x value of every run, as its run's manifest records its scenario (or its
-    reciprocal: quotes a second for an interval between quotes)."""
+def sweep_points(figure: Figure, out: Path, instances: list[Instance]) -> Sweep | None:
+    """A sweep figure's x value of every variant, as its (first) run's manifest records its
+    scenario (or its reciprocal: quotes a second for an interval between quotes)."""
     if figure.sweep_key is None:
         return None
+    first = {}
+    for instance in instances:
+        first.setdefault(instance.label, instance.directory)
     points = {}
     for label in figure.runs:
-        value = json.loads((out / "runs" / label / "manifest.json").read_text())["scenario"]
+        value = json.loads((out / "runs" / first[label] / "manifest.json").read_text())["scenario"]
         for part in figure.sweep_key.split("."):
             value = value[part]
         points[label] = ((figure.series or {}).get(label, label),
@@ -367,27 +420,56 @@ def sweep_points(figure: Figure, out: Path) -> Sweep | None:
     return Sweep(figure.sweep_label, points)
 
 
-def write_page(figure: Figure, out: Path, small: bool) -> Path:
-    """``OUT/figure.png`` (the panels) and ``OUT/figure.md`` from the analysis in ``OUT/report``."""
+def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance] | None = None,
+               checks: dict[str, dict] | None = None) -> Path:
+    """``OUT/figure.png`` (the panels) and ``OUT/figure.md`` from the analysis in ``OUT/report``
+    of the figure's runs (``instances``: default, one run per variant) and their checks."""
     from analysis.panels import draw
 
+    instances = instances or [Instance(label) for label in figure.runs]
     report = out / "report"
     window = figure.measured(small)
-    rows = _summary_rows(figure, report)
+    rows = _summary_rows(figure, report, instances)
     windowed = None if window is None else Windowed(
-        out / WINDOW_REPORT / "tables", {name: label for label, name in _run_names(figure, window).items()},
-        window, _seconds(window, rows))
-    drawn = draw(figure.panels, report / "tables", {name: label for label, name in _run_names(figure).items()},
-                 _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out), windowed,
+        out / WINDOW_REPORT / "tables", _run_labels(figure, instances, window), window, _seconds(window, rows))
+    drawn = draw(figure.panels, report / "tables", _run_labels(figure, instances),
+                 _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out, instances), windowed,
                  figure.looks, figure.phases_at(small)) \
         if figure.panels else []
     summaries = [("Summary", rows)]
     if window is not None:
         summaries = [(f"Summary over {window.phrase}",
-                      _summary_rows(figure, out / WINDOW_REPORT, window)), ("Summary over whole runs", rows)]
+                      _summary_rows(figure, out / WINDOW_REPORT, instances, window)), ("Summary over whole runs", rows)]
     page = out / "figure.md"
-    page.write_text("\n".join(_page_lines(figure, summaries, drawn, report, small)) + "\n")
+    lines = _page_lines(figure, summaries, drawn, report, small, _seeds_line(instances), _checks_line(checks))
+    page.write_text("\n".join(lines) + "\n")
     return page
+
+
+def _seeds_line(instances: list[Instance]) -> str | None:
+    """What the page says of its seeds when each variant ran with several."""
+    seeds = sorted({i.seed for i in instances if i.seed is not None})
+    if not seeds:
+        return None
+    return (f"Each variant ran with {len(seeds)} seeds ({', '.join(map(str, seeds))}): every value is the {DESCRIBED} "
+            "(bars carry error bars, lines a band).")
+
+
+def _checks_line(checks: dict[str, dict] | None) -> str | None:
+    """The page's line on ``pubsub-emu check`` of its runs."""
+    if checks is None:
+        return None
+    wrong = {d: r for d, r in checks.items() if not r["exact"]}
+    if wrong:
+        return "**Deliveries checked: not exact**: " + "; ".join(f"{d}: {summary_line(r)}" for d, r in wrong.items())
+    pairs = sum(r["expected_pairs"] for r in checks.values())
+    excused: dict[str, int] = {}
+    for result in checks.values():
+        for name, n in result["excused"].items():
+            excused[name] = excused.get(name, 0) + n
+    named = ", ".join(f"{n:,} {name}" for name, n in excused.items() if n)
+    return (f"Deliveries checked: exact (`pubsub-emu check`: {pairs:,} pairs the oracle expects over "
+            f"{len(checks)} runs{'; excused: ' + named if named else ''}).")
 
 
 def _seconds(window: Window, rows: list[dict]) -> tuple[float, float]:
@@ -396,17 +478,43 @@ def _seconds(window: Window, rows: list[dict]) -> tuple[float, float]:
     return tuple(us / 1e6 for us in window.of(end_us))
 
 
-def _summary_rows(figure: Figure, report: Path, window: Window | None = None) -> list[dict]:
-    """The analysis's summary rows in the figure's order, each named by its variant (in the
-    report over ``window``: the runs' names there)."""
+def _summary_rows(figure: Figure, report: Path, instances: list[Instance], window: Window | None = None
+                  ) -> list[dict]:
+    """The analysis's summary rows in the figure's order, one per variant named by it (in the
+    report over ``window``: the runs' names there); a variant run with several seeds: the
+    mean of each column and its interval (``<column>_ci``)."""
     by_run = {row["run"]: row for row in pq.read_table(report / "tables" / "summary").to_pylist()}
-    return [{**by_run[name], "run": label} for label, name in _run_names(figure, window).items()]
+    members: dict[str, list[dict]] = {}
+    for name, label in _run_labels(figure, instances, window).items():
+        members.setdefault(label, []).append(by_run[name])
+    return [{**found[0], **_over_seeds(found), "run": label} for label, found in members.items()]
 
 
-def _run_names(figure: Figure, window: Window | None = None) -> dict[str, str]:
-    """Variant label -> its run's name in the analysis (in the report over ``window``: there)."""
-    return {label: figure.run_name(label) if window is None else label_in(figure.run_name(label), window)
-            for label in figure.runs}
+def _over_seeds(rows: list[dict]) -> dict:
+    """What a variant's runs with several seeds give, column by column: a value they all share
+    as it is; numbers as their mean and interval (``<column>_ci``); anything else as the most
+    common value and how many seeds gave it."""
+    found = {}
+    for column in rows[0]:
+        values = [r.get(column) for r in rows]
+        if len(rows) < 2 or all(v == values[0] for v in values):
+            continue
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values if v is not None):
+            found[column], found[f"{column}_ci"] = interval(values)
+        else:
+            common = max(dict.fromkeys(values), key=values.count)
+            found[column] = f"{common} ({values.count(common)} of {len(values)})"
+    return found
+
+
+def _run_labels(figure: Figure, instances: list[Instance], window: Window | None = None) -> dict[str, str]:
+    """Run name in the analysis (in the report over ``window``: there) -> its variant label,
+    in the figure's order."""
+    names = {}
+    for instance in instances:
+        name = figure.run_name(instance.label, instance.seed)
+        names[name if window is None else label_in(name, window)] = instance.label
+    return names
 
 
 def _size(rows: list[dict]) -> str:
@@ -422,7 +530,7 @@ def _headline(figure: Figure, rows: list[dict], small: bool) -> str:
 
 
 def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: list[Drawn], report: Path,
-                small: bool) -> list[str]:
+                small: bool, seeds: str | None = None, checks: str | None = None) -> list[str]:
     """The page: source and setup line, panels, the summary tables (heading, rows; the last
     over whole runs), setup table, the generic report's plots."""
     rows = summaries[-1][1]
@@ -437,6 +545,7 @@ def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: 
     else:
         lines.append(f"{source} The setup is the paper's (table below).")
     lines += ["", f"Runs: {', '.join(figure.runs)}; {_size(rows)}.", ""]
+    lines += [line for extra in (seeds, checks) if extra for line in (extra, "")]
     if any(d.note is None for d in drawn):
         lines += [f"![{figure.title}](figure.png)", ""]
     for d in drawn:

@@ -123,8 +123,9 @@ def _apply_override(data: dict, override: str, path: Path) -> None:
         raise InputError(f"--set {override!r}: expected KEY=VALUE with a dotted key, e.g. protocol.covering=lazy")
     try:
         value = yaml.safe_load(raw)
-    except yaml.YAMLError:
-        value = raw
+    except yaml.YAMLError as exc:
+        raise InputError(f"--set {override!r}: the value is not valid YAML ({getattr(exc, 'problem', None) or exc}); "
+                         f"quote it for a string ('{key}=\"...\"') or close its brackets") from None
     node = data
     parts = key.split(".")
     for part in parts[:-1]:
@@ -367,8 +368,8 @@ def _faults(scenario: dict, graph, path: Path) -> FaultSchedule | None:
     overlay = topologies.neighbours(graph)
     try:
         faults = parse_faults(scenario["faults"], overlay,
-                              lambda value, name: parse_duration(value, f"{path}: {name}", zero=True),
-                              lambda value, name: parse_duration(value, f"{path}: {name}"))
+                              lambda value, name: parse_duration(value, name, zero=True),
+                              lambda value, name: parse_duration(value, name))
     except ValueError as exc:
         raise InputError(f"{path}: {exc}") from None
     return FaultSchedule(faults, scenario["seed"], overlay)
@@ -380,6 +381,11 @@ def _exactly_one(section: dict, keys: tuple[str, str], name: str, path: Path) ->
         raise InputError(f"{path}: {name}: give exactly one of {keys[0]!r} or {keys[1]!r}")
 
 
+# A generator's parameters in seconds (intervals, starts, durations, bounds of a time), by name:
+# a negative one is named here, not found later as an operation's time.
+SECONDS = re.compile(r"(interval|spacing|_after|duration|length|travel|^start|_start|_end|_min|_max|_from)$")
+
+
 def _call_generator(spec: dict, registry: dict, where: str, **fixed):
     params = dict(spec)
     name = params.pop("name", None)
@@ -388,6 +394,9 @@ def _call_generator(spec: dict, registry: dict, where: str, **fixed):
     function = registry[name]
     signature = inspect.signature(function)
     fixed = {k: v for k, v in fixed.items() if k in signature.parameters}
+    for key, value in params.items():
+        if SECONDS.search(key) and isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            raise InputError(f"{where}.{key}: {value!r}: a time in seconds, expected 0 or more")
     accepted = [p for p in signature.parameters if p not in fixed]
     for key, value in params.items():
         if key not in accepted:
@@ -403,6 +412,9 @@ def _call_generator(spec: dict, registry: dict, where: str, **fixed):
     try:
         return function(**fixed, **params)
     except (ValueError, TypeError) as exc:
+        parameter = str(exc).split(" ", 1)[0].rstrip(":")
+        if parameter in signature.parameters:  # the generator named the parameter it refused
+            raise InputError(f"{where}.{parameter}: {str(exc).split(' ', 1)[1]}") from None
         raise InputError(f"{where}: generator {name!r} refused its parameters: {exc}") from None
 
 
@@ -501,6 +513,9 @@ def _build_workload(scenario: dict, graph, base: Path, path: Path):
     gc.disable()
     try:
         if workload.get("trace"):
+            if not (base / workload["trace"]).is_file():
+                raise InputError(f"{path}: workload.trace: {base / workload['trace']} not found (a trace file's path "
+                                 "is relative to the scenario's directory)")
             trace = read_trace(base / workload["trace"])
         else:
             trace = Trace(generated_records(scenario, graph, base, path),

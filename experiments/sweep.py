@@ -24,6 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from actors.storage import is_uri
+from analysis.spread import seeded_name
 from protocols.errors import InputError
 
 SWEEP_FILE = "sweep.json"
@@ -64,7 +65,7 @@ def points(scenario: Path, axes: list[tuple[str, list[str]]], repeat: int, name:
         chosen = [f"{key}={value}" for (key, _), value in zip(axes, values)]
         label = "_".join(f"{_slug(key.rsplit('.', 1)[-1])}-{_slug(value)}" for (key, _), value in zip(axes, values))
         for r in range(repeat):
-            point = label + (f"_seed{seed + r}" if repeat > 1 else "")
+            point = seeded_name(label, seed + r) if repeat > 1 else label
             seeded = [f"seed={seed + r}"] if repeat > 1 else []
             found.append(Point(point, scenario, [*fixed, *chosen, *seeded, f"name={name}-{point}"]))
     names = [p.name for p in found]

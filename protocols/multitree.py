@@ -79,6 +79,7 @@ import numpy as np
 
 from . import trees
 from .broker import Route, configured
+from .errors import unknown_key
 from .index import FilterIndex
 from .language import Filter
 from .messages import Message
@@ -112,7 +113,7 @@ class MultitreeSettings:
         values = dict(given)
         for key in values:
             if key not in known:
-                raise ValueError(f"{key}: unknown key (known: {', '.join(sorted(known))})")
+                raise ValueError(unknown_key(key, known))
         for key in ("window", "recompute"):
             if key in values:
                 values[key + "_us"] = parse_duration(values.pop(key), key)

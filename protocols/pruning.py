@@ -36,6 +36,7 @@ import numpy as np
 
 from .broker import Route, configured
 from .covering import ActiveCovering
+from .errors import unknown_key
 from .messages import Message
 
 VARIANTS = ("selective", "incremental")
@@ -63,7 +64,7 @@ class PruningSettings:
         values = dict(given)
         for key in values:
             if key not in known:
-                raise ValueError(f"{key}: unknown key (known: {', '.join(sorted(known))})")
+                raise ValueError(unknown_key(key, known))
         if values.setdefault("variant", "selective") not in VARIANTS:
             raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {values['variant']!r}")
         if values.get("no_statistics", cls.no_statistics) not in NO_STATISTICS:

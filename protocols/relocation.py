@@ -70,6 +70,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .broker import configured
+from .errors import unknown_key
 from .messages import Message
 from .routing import LOCAL
 
@@ -97,7 +98,7 @@ class RelocationSettings:
         values = dict(given)
         for key in values:
             if key not in known:
-                raise ValueError(f"{key}: unknown key (known: {', '.join(sorted(known))})")
+                raise ValueError(unknown_key(key, known))
         if "window" in values:
             values["window_us"] = parse_duration(values.pop("window"), "window")
         for key, choices in (("algorithm", ALGORITHMS), ("metric", METRICS)):

@@ -53,6 +53,7 @@ import numpy as np
 
 from .broker import Route, configured
 from .deltamoves import plan_moves
+from .errors import unknown_key
 from .messages import Message
 from .routing import LOCAL
 from .trees import meet
@@ -83,7 +84,7 @@ class SoftLinkSettings:
         values = dict(given)
         for key in values:
             if key not in known:
-                raise ValueError(f"{key}: unknown key (known: {', '.join(known)})")
+                raise ValueError(unknown_key(key, known))
         for key, field_name in cls.DURATIONS.items():
             if key in values:
                 values[field_name] = parse_duration(values.pop(key), key)

@@ -143,6 +143,9 @@ def test_figure_small_runs_and_reports(name, every_figure_small):
         assert f"| {label} |" in page
         assert (out / "runs" / label / "manifest.json").is_file()
     assert "![" in page and (out / "figure.png").stat().st_size > 20_000
+    assert "Deliveries checked: exact (`pubsub-emu check`" in page  # every run of every figure
+    checks = json.loads((out / "checks.json").read_text())
+    assert sorted(checks) == sorted(figure.runs) and all(c["exact"] for c in checks.values())
     captions = [line for line in page.splitlines() if line.startswith("- (")]
     assert len(captions) == len(figure.panels)
     assert sum("not drawn" not in c for c in captions) >= 2, "the figure draws fewer than two of its panels"
@@ -224,7 +227,7 @@ def test_a_sweep_over_an_interval_draws_its_rate(tmp_path):
         (tmp_path / "runs" / label).mkdir(parents=True)
         scenario = {"workload": {"generator": {"publish_interval": interval}}}
         (tmp_path / "runs" / label / "manifest.json").write_text(json.dumps({"scenario": scenario}))
-    sweep = figures.sweep_points(figure, tmp_path)
+    sweep = figures.sweep_points(figure, tmp_path, [figures.Instance(label) for label in figure.runs])
     assert sweep.points["r160_grape_load"] == ("grape_load", pytest.approx(160))
     assert sorted({x for _, x in sweep.points.values()}) == pytest.approx([25, 100, 160, 200])
 
@@ -242,11 +245,11 @@ def test_a_run_two_figures_share_is_run_once_and_copied(tmp_path, every_figure_s
     first_run, shared = {}, []
     for name in figures.names():
         figure = figures.load(name)
-        for label, identity in figures.check(figure, small=True).items():
+        for instance, identity in figures.check(figure, small=True).items():
             if identity in first_run:
-                shared.append((first_run[identity], (figure, label)))
+                shared.append((first_run[identity], (figure, instance.label)))
             else:
-                first_run[identity] = (figure, label)
+                first_run[identity] = (figure, instance.label)
     assert len(shared) >= 5
     for (source, source_label), (figure, label) in shared:
         manifest = json.loads((root / f"{figure.name}-small" / "runs" / label / "manifest.json").read_text())

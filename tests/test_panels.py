@@ -355,3 +355,57 @@ def test_stacked_panels_with_long_legends_of_their_own_keep_each_beside_its_pane
              "pub_copies_per_s": (i // 2 + 1) * t} for i, run in enumerate(runs) for t in range(5)]
     plots.throughput(rows, runs, tmp_path / "throughput.png")
     assert checked == [True]
+
+
+SEEDED = {f"fig-{v}_seed{s}": v for v in ("S0", "S2") for s in (1, 2, 3)}
+
+
+@pytest.fixture
+def seeded(tmp_path):
+    """Three seeds of S0 and S2: yields 0.4/0.5/0.6 and 0.5/0.5/0.8, copies over time 1, 2, 3
+    times t and, for S2, the same every seed."""
+    root = tmp_path / "seeded"
+    yields = {"S0": (0.4, 0.5, 0.6), "S2": (0.5, 0.5, 0.8)}
+    _write(root, "summary", [{"run": run, "yield": yields[v][int(run[-1]) - 1]} for run, v in SEEDED.items()])
+    _write(root, "throughput", [{"run": run, "t_s": float(t), "pub_copies_per_s": float(t * (int(run[-1]) if v == "S0"
+                                                                                             else 2))}
+                                for run, v in SEEDED.items() for t in range(5)])
+    return root
+
+
+def test_seeds_are_drawn_as_the_mean_with_a_students_t_interval(seeded):
+    from scipy import stats
+
+    page = panels._Page(["S0", "S2"], style.styles(["S0", "S2"]), None, [])
+    fig, (bars, time) = style.plt.subplots(1, 2)
+    bar_panel = Panel("Yield", "summary", "yield", kind="bars")
+    panels._bars(bars, bar_panel, panels._rows(seeded, bar_panel, SEEDED), page)
+    half = stats.t.ppf(0.975, 2) * 0.1 / 3 ** 0.5  # S0: 0.4, 0.5, 0.6 (standard deviation 0.1)
+    assert [p.get_height() for p in bars.patches] == pytest.approx([50.0, 60.0])  # percent: the means
+    (errors,) = [c for c in bars.containers if hasattr(c, "has_yerr")]
+    (low, high), _ = (segment[:, 1] for segment in errors.lines[2][0].get_segments())  # S0's, S2's
+    assert (low, high) == pytest.approx((100 * (0.5 - half), 100 * (0.5 + half)))
+    line_panel = Panel("traffic", "throughput", "pub_copies_per_s")
+    panels._time(time, line_panel, panels._rows(seeded, line_panel, SEEDED), page)
+    s0 = time.lines[0]
+    assert list(s0.get_ydata()) == pytest.approx([2.0 * t for t in range(5)])  # the mean of t, 2t and 3t
+    band = time.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.max() == pytest.approx(8 + stats.t.ppf(0.975, 2) * 4 / 3 ** 0.5)  # at t = 4: 4, 8, 12
+    style.plt.close(fig)
+
+
+def test_a_ratio_over_seeds_is_the_interval_of_the_per_seed_ratios(seeded):
+    from scipy import stats
+
+    from analysis import spread
+
+    page = panels._Page(["S0", "S2"], style.styles(["S0", "S2"]), None, [])
+    panel = Panel("Yield", "summary", "yield", kind="bars", relative_to="S0")
+    rows = panels._rows(seeded, panel, SEEDED)
+    found = panels._relative(panel, rows, {v: panels._estimate(panel, rows[v]) for v in ("S0", "S2")})
+    ratios = [0.5 / 0.4, 0.5 / 0.5, 0.8 / 0.6]
+    mean = sum(ratios) / 3
+    sd = (sum((r - mean) ** 2 for r in ratios) / 2) ** 0.5
+    assert found["S2"] == pytest.approx((mean, stats.t.ppf(0.975, 2) * sd / 3 ** 0.5))
+    assert found["S0"] == pytest.approx((1.0, 0.0))
+    assert spread.interval([3.0]) == (3.0, None) and spread.variant_of("a-b_seed12") == ("a-b", 12)

@@ -79,3 +79,30 @@ def test_peak_resident_memory_sees_what_was_held_inside():
         time.sleep(0.3)
         del held
     assert peak.mb > before.mb + 250
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_repeated_points_run_distinct_seeds_and_the_report_gives_their_interval(tmp_path, ray_session,
+                                                                                 analysis_in_session):
+    """``sweep --repeat 3``: three seeds a point, each its own workload; ``analyze`` gives per
+    point the mean of each summary column and its 95% interval, as computed here by hand."""
+    import pyarrow.parquet as pq
+    from scipy import stats
+
+    out, report = tmp_path / "sweep", tmp_path / "report"
+    assert main(["sweep", str(SCENARIO), "--grid", "protocol.covering=none,active", "--set", "duration=40s",
+                 "--repeat", "3", "--out", str(out)]) == 0
+    names = [p["name"] for p in json.loads((out / "sweep.json").read_text())["points"]]
+    assert names == [f"covering-{c}_seed{s}" for c in ("none", "active") for s in (1, 2, 3)]
+    workloads = {json.dumps(read_table(out / n, "deliveries").column("t_pub_us").to_pylist()) for n in names[:3]}
+    assert len(workloads) == 3  # each seed its own workload
+    assert main(["analyze", str(out), "--out", str(report)]) == 0
+    summary = {r["run"]: r for r in pq.read_table(report / "tables" / "summary").to_pylist()}
+    text = (report / "report.md").read_text().split("## Summary over seeds")[1].split("\n## ")[0]
+    for covering in ("none", "active"):
+        values = [summary[f"unsub_burst_small_active-covering-{covering}_seed{s}"]["deliveries"] for s in (1, 2, 3)]
+        mean = sum(values) / 3
+        half = stats.t.ppf(0.975, 2) * (sum((v - mean) ** 2 for v in values) / 2) ** 0.5 / 3 ** 0.5
+        row = next(line for line in text.splitlines() if line.startswith(f"| unsub_burst_small_active-covering-{covering} |"))
+        assert f"| 3 (1, 2, 3) |" in row and f"| {mean:,.1f} ± {half:,.1f} |" in row

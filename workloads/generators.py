@@ -31,6 +31,14 @@ def generator(name: str):
     return register
 
 
+def _require(*conditions: tuple[str, object, bool, str]) -> None:
+    """Refuse the first parameter whose condition fails: (name, value, holds, what was expected);
+    the message starts with the parameter's name, which the scenario's error names as its key."""
+    for name, value, holds, expected in conditions:
+        if not holds:
+            raise ValueError(f"{name} {value!r}: expected {expected}")
+
+
 def rng_for(seed: int, name: str) -> random.Random:
     """A generator seeded from the scenario seed and a stable name (never ``hash()``)."""
     return random.Random(f"{seed}/{name}")
@@ -347,8 +355,8 @@ def covering_degree(
     starting ``unsubscribe_after`` seconds after the last subscription. ``clustered`` keeps
     each root's subscriptions within its broker's cluster of 2-4 adjacent edge brokers.
     """
-    if degree < 1 or subscriptions < degree + 1:
-        raise ValueError("need degree >= 1 and subscriptions >= degree + 1")
+    _require(("degree", degree, degree >= 1, "at least 1"),
+             ("subscriptions", subscriptions, subscriptions >= degree + 1, f"at least degree + 1 ({degree + 1})"))
     rng = rng_for(seed, "covering_degree")
     subscribers = _client_brokers(graph, "subscribers") if graph is not None else sorted(brokers)
     publishers = _client_brokers(graph, "publishers") if graph is not None else sorted(brokers)[:1]
@@ -543,10 +551,10 @@ def mobile_rush_hour(
             raise ValueError(f"{name} {value!r}: expected one of {', '.join(known)}")
     if under != 1 and subscriptions != "owned":
         raise ValueError(f"under {under}: only with subscriptions: owned")
-    if not (0 <= commuters and 0 <= stayers and commuters + stayers <= 1):
-        raise ValueError("commuters and stayers are shares: each in [0, 1], together at most 1")
-    if not (0 < publish_min <= publish_max):
-        raise ValueError(f"publish_min {publish_min}, publish_max {publish_max}: expected 0 < min <= max seconds")
+    _require(("commuters", commuters, 0 <= commuters <= 1, "a share in [0, 1]"),
+             ("stayers", stayers, 0 <= stayers <= 1 - commuters, f"a share in [0, 1 - commuters ({1 - commuters:g})]"),
+             ("publish_min", publish_min, publish_min > 0, "a positive number of seconds"),
+             ("publish_max", publish_max, publish_max >= publish_min, f"at least publish_min ({publish_min})"))
     begin = 0.02 + subscribers * subscribe_interval  # every subscription is in
     rushes = _rush_hours(begin, (morning_start, morning_end), (afternoon_start, afternoon_end), duration)
     if travel < 0 or (travel and moves != "resubscribe"):
@@ -719,13 +727,17 @@ def _check_workflow(monitored: float, counts: tuple, activities: tuple, trigger_
                     activity_time: tuple, audit_interval: float, audit_length: float) -> None:
     if not 0 <= monitored <= 1:
         raise ValueError(f"monitored: expected a share in [0, 1], got {monitored!r}")
-    if min(activities) < 1 or min(counts) < 0:
-        raise ValueError(f"expected processes >= 0 of activities >= 1, got {', '.join(map(str, counts))} processes "
-                         f"of {', '.join(map(str, activities))} activities")
-    if not (0 < trigger_period[0] <= trigger_period[1] and 0 < activity_time[0] <= activity_time[1]
-            and 0 < audit_length <= audit_interval):
-        raise ValueError("expected 0 < trigger_min <= trigger_max, 0 < activity_min <= activity_max and "
-                         "0 < audit_length <= audit_interval")
+    sizes = ("small", "medium", "large")
+    _require(*((size, count, count >= 0, "0 or more processes") for size, count in zip(sizes, counts)),
+             *((f"{size}_activities", n, n >= 1, "at least 1") for size, n in zip(sizes, activities)),
+             ("trigger_min", trigger_period[0], trigger_period[0] > 0, "a positive number of seconds"),
+             ("trigger_max", trigger_period[1], trigger_period[1] >= trigger_period[0],
+              f"at least trigger_min ({trigger_period[0]})"),
+             ("activity_min", activity_time[0], activity_time[0] > 0, "a positive number of seconds"),
+             ("activity_max", activity_time[1], activity_time[1] >= activity_time[0],
+              f"at least activity_min ({activity_time[0]})"),
+             ("audit_length", audit_length, 0 < audit_length <= audit_interval,
+              f"a positive number of seconds, at most audit_interval ({audit_interval})"))
 
 
 @dataclass(frozen=True)
@@ -901,12 +913,14 @@ def zipf_groups(
     subscriptions of every popular group, so nearly every broker matches nearly every
     publication and none only forwards, which the paper's pure forwarders rule out. Either
     way a range is as wide, so the matching share is the same."""
-    if not 0 < match_share <= 1 or groups < 1 or publishers < groups or attributes < 1:
-        raise ValueError("need 0 < match_share <= 1, groups >= 1, publishers >= groups and attributes >= 1")
+    _require(("match_share", match_share, 0 < match_share <= 1, "a share in (0, 1]"),
+             ("groups", groups, groups >= 1, "at least 1"),
+             ("publishers", publishers, publishers >= groups, f"at least groups ({groups})"),
+             ("attributes", attributes, attributes >= 1, "at least 1"))
     if clients not in ("all", "leaves"):
         raise ValueError(f"clients: expected 'all' or 'leaves', got {clients!r}")
-    if high_rate_interval <= 0 or publish_interval <= 0:
-        raise ValueError("publish_interval and high_rate_interval must be positive")
+    _require(("publish_interval", publish_interval, publish_interval > 0, "a positive number of seconds"),
+             ("high_rate_interval", high_rate_interval, high_rate_interval > 0, "a positive number of seconds"))
     if interest not in ("any", "broker") or spread < 0:
         raise ValueError(f"interest: expected 'any' or 'broker' (and spread >= 0), got {interest!r}, {spread!r}")
     if clients == "leaves" and graph is not None:
@@ -1003,9 +1017,9 @@ def keywords(
     (``[k3,isPresent,0] || [k8,isPresent,0]``)."""
     if dataset not in KEYWORD_DATASETS:
         raise ValueError(f"dataset: expected one of {', '.join(KEYWORD_DATASETS)}, got {dataset!r}")
-    if min(keywords, subscribers, publishers, documents, keywords_per_document, keywords_per_subscription) < 1:
-        raise ValueError("keywords, subscribers, publishers, documents, keywords_per_document and "
-                         "keywords_per_subscription must be at least 1")
+    _require(*((name, value, value >= 1, "at least 1") for name, value in (
+        ("keywords", keywords), ("subscribers", subscribers), ("publishers", publishers), ("documents", documents),
+        ("keywords_per_document", keywords_per_document), ("keywords_per_subscription", keywords_per_subscription))))
     rng = rng_for(seed, "keywords")
     size = max(1, math.ceil(len(brokers) * KEYWORD_DATASETS[dataset] / 100))
     near: dict[str, list[int]] = {b: [] for b in brokers}
@@ -1077,8 +1091,9 @@ def keywords_paper(
     ``[k3,isPresent,0]`` (then a group is a keyword, not a broker)."""
     if dataset not in KEYWORD_DATASETS:
         raise ValueError(f"dataset: expected one of {', '.join(KEYWORD_DATASETS)}, got {dataset!r}")
-    if min(keywords, subscribers, documents, nearby, keywords_per_document) < 1:
-        raise ValueError("keywords, subscribers, documents, nearby and keywords_per_document must be at least 1")
+    _require(*((name, value, value >= 1, "at least 1") for name, value in (
+        ("keywords", keywords), ("subscribers", subscribers), ("documents", documents), ("nearby", nearby),
+        ("keywords_per_document", keywords_per_document))))
     if publishers < 0:
         raise ValueError(f"publishers: expected 0 (every broker) or a count, got {publishers}")
     if subscriptions not in ("per_broker", "per_keyword"):
