@@ -50,10 +50,11 @@ CASES = [
      "topology.generator.n: expected int, got 'three'"),
     ("tree too small", scenario(topology={"generator": {"name": "balanced_tree", "fanout": 4, "depth": 3,
                                                         "brokers": 100}}), None, {},
-     "refused its parameters: brokers: expected 0 (all) to 85 for fanout 4 and depth 3, got 100"),
+     "topology.generator.brokers: expected 0 (all) to 85 for fanout 4 and depth 3, got 100"),
     ("null parameter", scenario(topology={"generator": {"name": "line", "n": None}}), None, {},
      "topology.generator.n: expected int, got None"),  # null only where a parameter may be absent
-    ("missing trace", scenario(workload={"trace": "nowhere.jsonl"}), None, {}, "nowhere.jsonl: trace file not found"),
+    ("missing trace", scenario(workload={"trace": "nowhere.jsonl"}), None, {},
+     "nowhere.jsonl not found (a trace file's path is relative to the scenario's directory)"),
     ("bad filter", scenario(), None, {"ops.jsonl": trace_with(2, {"t": 0.5, "op": "subscribe", "client": "T",
                                                                   "broker": "B1", "id": "S9", "filter": "[x,>>,1]"})},
      "ops.jsonl:2: filter predicate 1 [x,>>,1] at position 1: unknown operator '>>'"),
@@ -164,7 +165,7 @@ CASES = [
     ("multitree with relocation", scenario(protocol={"multitree": {}, "relocation": {}}), None, {},
      "protocol.multitree: routes on its own trees and does not compose with protocol.relocation"),
     ("missing quotes", scenario(workload={"generator": {"name": "stock_quotes", "quotes": "nowhere"}}), None, {},
-     "generator 'stock_quotes' refused its parameters: quotes:"),
+     "workload.generator.quotes: "),
     ("bad cpus per host", scenario(runtime={"hosts": 2, "cpus_per_host": "one"}), None, {},
      "runtime.cpus_per_host: expected a non-negative number of CPUs, got 'one'"),
     ("bad uplink", scenario(topology={"generator": {"name": "line", "n": 3}, "uplink": {"capacity": "fast"}}), None,
@@ -194,6 +195,15 @@ CASES = [
      {}, "faults[0].groups[1]: B0 is in two groups"),
     ("faults with multitree", scenario(protocol={"multitree": {}}, faults=[{"t": 0, "kind": "crash", "broker": "B1"}]),
      None, {}, "faults: not supported with protocol.multitree"),
+    ("misspelt protocol setting", scenario(protocol={"soft_links": {"stratgy": "S1"}}), None, {},
+     "protocol.soft_links.stratgy: unknown key (did you mean 'strategy'? known: adaptive, block"),
+    ("negative generator time", scenario(workload={"generator": {"name": "random_mix", "spacing": -1}}), None, {},
+     "workload.generator.spacing: -1: a time in seconds, expected 0 or more"),
+    ("generator refuses one parameter", scenario(topology={"generator": {"name": "line", "n": 4}}, workload={
+        "generator": {"name": "covering_degree", "degree": 5, "subscriptions": 3}}), None, {},
+     "workload.generator.subscriptions: 3: expected at least degree + 1 (6)"),
+    ("fault duration", scenario(faults=[{"t": "soon", "kind": "crash", "broker": "B1"}]), None, {},
+     "scenario.yaml: faults[0].t: expected a duration such as 2s"),
     ("extends missing", None, "extends: base.yaml\nname: x\n", {}, "scenario.yaml: extends: scenario file"),
     ("extends cycle", None, "extends: a.yaml\n", {"a.yaml": "extends: scenario.yaml\n"}, "extends itself"),
 ]
@@ -223,6 +233,8 @@ def test_bad_overrides_and_out_directory(tmp_path, capsys):
     assert "expected KEY=VALUE" in capsys.readouterr().err
     assert main(["run", str(path), "--set", "runtime.hots=2"]) == 2
     assert "did you mean 'hosts'" in capsys.readouterr().err
+    assert main(["run", str(path), "--set", "workload={trace: [ops.jsonl}"]) == 2
+    assert "--set 'workload={trace: [ops.jsonl}': the value is not valid YAML" in capsys.readouterr().err
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     assert main(["run", str(path), "--out", str(tmp_path / "full")]) == 2
