@@ -269,8 +269,7 @@ def _figure(args) -> int:
     from experiments import figures
 
     if args.list:
-        for name in figures.names():
-            print(f"{name}: {figures.load(name).title}")
+        print(figures.listing(args.out or Path("figures")))
         return 0
     names = figures.names() if args.all else args.names
     if not names:

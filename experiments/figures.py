@@ -146,6 +146,46 @@ def names() -> list[str]:
     return sorted(p.stem for p in FIGURE_DIR.glob("*.yaml"))
 
 
+RECORDED = FIGURE_DIR / "recorded.json"  # full-size wall times measured on the project's machines
+
+
+def listing(outputs: Path) -> str:
+    """``figure --list``: each figure, the paper and its figure number, whether it runs at the
+    paper's setup (or where it departs), and how long its full size took: the last run of it
+    under ``outputs`` (``figure``'s default parent) or, failing that, the one recorded with the
+    project."""
+    recorded = json.loads(RECORDED.read_text()) if RECORDED.is_file() else {}
+    blocks = []
+    for name in names():
+        figure = load(name)
+        departs = [s.name for s in figure.setup if s.departs]
+        setup = "the paper's setup" if not departs else f"departs from the paper's setup in {', '.join(departs)}"
+        blocks.append(f"{name}: {figure.title}\n    {figure.paper_figure or 'figure'} of \"{figure.paper}\"; {setup}; "
+                      f"{len(figure.runs)} runs\n    full size: {_full_size_time(outputs / name, recorded.get(name))}")
+    return "\n".join(blocks)
+
+
+def _full_size_time(out: Path, recorded: dict | None) -> str:
+    """How long the last full-size run of a figure took: ``out``'s sweep record, else ``recorded``."""
+    record = out / "runs" / "sweep.json"
+    if record.is_file():
+        points = json.loads(record.read_text())["points"]
+        done = [p for p in points if p["status"] == "complete" and p.get("wall_s") is not None]
+        if done and len(done) == len(points):
+            return (f"{_duration(sum(p['wall_s'] for p in done))} of runs ({len(done)}, the longest "
+                    f"{_duration(max(p['wall_s'] for p in done))}), last run in {out}")
+    if recorded:
+        return (f"{_duration(recorded['runs_s'])} of runs ({recorded['runs']}, the longest "
+                f"{_duration(recorded['longest_s'])}), recorded {recorded['date']} on {recorded['machine']}")
+    return "not recorded"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 5400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
 def load(name: str) -> Figure:
     path = FIGURE_DIR / f"{name}.yaml"
     if not path.is_file():
