@@ -389,3 +389,21 @@ def test_the_soft_link_measured_interval_is_the_hand_computed_one(every_figure_s
         assert row.mean_hops == pytest.approx(deliveries.hops.mean())
         assert (row.pub_copies, row.pure_forward) == (len(copies), pure)
         assert row.pure_forward_fraction == pytest.approx(pure / len(copies))
+
+
+def test_the_list_names_each_figures_paper_setup_and_last_full_size_time(tmp_path, capsys):
+    """``figure --list``: per figure its paper and figure number, whether it keeps the paper's
+    setup, and its full size's wall time: from its last run under --out, else as recorded."""
+    record = tmp_path / "burst_covering" / "runs" / "sweep.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"points": [{"status": "complete", "wall_s": w} for w in (100, 3600, 200)]}))
+    assert main(["figure", "--list", "--out", str(tmp_path)]) == 0
+    listed = capsys.readouterr().out
+    blocks = {block.split(":", 1)[0]: block for block in listed.split("\n") if block and not block.startswith(" ")}
+    assert sorted(blocks) == figures.names()
+    lines = listed.split("burst_covering:", 1)[1].splitlines()[:3]
+    figure = figures.load("burst_covering")
+    assert f'{figure.paper_figure} of "{figure.paper}"; departs from the paper\'s setup in delay measured on' in lines[1]
+    assert f"full size: 65 min of runs (3, the longest 60 min), last run in {tmp_path / 'burst_covering'}" in lines[2]
+    mobile = listed.split("\nmobile_monitors:", 1)[1].splitlines()[1]
+    assert "the paper's setup; 2 runs" in mobile
