@@ -149,6 +149,14 @@ def test_identical_results_across_host_counts(write_scenario, tmp_path, ray_sess
     for hosts in (1, 2, "all"):
         for table in results[0]:
             assert results[hosts][table] == results[0][table], f"{table} differs with hosts={hosts}"
+    if protocol == "none":  # a run cut while messages are on links between hosts: the same in_flight
+        cut = {}
+        for hosts in (0, 2, "all"):
+            out = tmp_path / f"cut-{hosts}"
+            assert main(["run", str(path), "--out", str(out), "--set", f"runtime.hosts={hosts}",
+                         "--set", "duration=0.3s"]) == 0
+            cut[hosts] = {t: sorted_rows(out, t) for t in ("deliveries", "messages", "in_flight")}
+        assert len(cut[0]["in_flight"]) > 5 and cut[2] == cut[0] and cut["all"] == cut[0]
 
 
 def test_snapshot_restore_gives_identical_remaining_output(write_scenario, tmp_path):
@@ -176,7 +184,7 @@ def test_snapshot_restore_gives_identical_remaining_output(write_scenario, tmp_p
     for until in range(6_001_000, 14_000_001, 1_000):
         interrupted.run_window(until)
     interrupted.finish(14_000_000)
-    for table in ("deliveries", "messages", "samples", "events"):
+    for table in ("deliveries", "messages", "samples", "events", "in_flight"):
         assert sorted_rows(resumed, table) == sorted_rows(full, table), table
     assert read_table(full, "deliveries").num_rows > 50
 
