@@ -31,7 +31,7 @@ from comparison import print_table
 
 import topologies
 from bench_multitree import SIZES
-from experiments.scenario import offline_indices
+from protocols.multitree import offline_indices
 from protocols import trees
 from protocols.multitree import Overlay
 from workloads.generators import GENERATORS

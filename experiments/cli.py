@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="compare runs' deliveries with the delivery oracle of their scenario")
     check.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or URIs), sweep or figure directories")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
+    commands.add_parser("protocols", help="list the installed protocols: papers, settings, what they compose with")
     calibrate = commands.add_parser("calibrate", help="time this machine's index and fit a cost profile")
     calibrate.add_argument("--out", type=Path, default=Path("calibrated.yaml"))
     calibrate.add_argument("--sizes", default="1000,4000,16000", help="routing-table sizes to time")
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         commands = {"run": _run, "validate": _validate, "sweep": _sweep, "analyze": _analyze, "figure": _figure,
-                    "calibrate": _calibrate, "check": _check}
+                    "calibrate": _calibrate, "check": _check, "protocols": _protocols}
         return commands[args.command](args)
     except InputError as exc:
         print(f"pubsub-emu: error: {exc}", file=sys.stderr)
@@ -305,6 +306,13 @@ def _check(args) -> int:
     from experiments import check
 
     return check.main(args.runs, args.json)
+
+
+def _protocols(args) -> int:
+    from protocols.plugins import describe
+
+    print(describe())
+    return 0
 
 
 def _calibrate(args) -> int:

@@ -11,7 +11,6 @@ import difflib
 import gc
 import inspect
 import json
-import random
 import re
 from pathlib import Path
 
@@ -23,13 +22,19 @@ from actors.costs import load_profile
 from actors.engine import Settings
 from actors.faults import FaultSchedule, parse_faults
 from protocols.errors import InputError
-from protocols.pruning import PruningSettings
-from protocols.multitree import OFFLINE_SAMPLE, MultitreeSettings
-from protocols.relocation import RelocationSettings
-from protocols.softlinks import SoftLinkSettings
-from protocols.stack import MIXINS, PROTOCOL_KEYS
+from protocols.plugins import View, installed
 from workloads import generators as workload_generators
 from workloads.trace import Trace, compile_trace, read_trace
+
+def _schema() -> dict:
+    """The keys a scenario may hold (every installed protocol's among ``protocol``)."""
+    return {**SCHEMA, "protocol": {key: object for key in ("check_conformance", *installed())}}
+
+
+def _defaults() -> dict:
+    return {**DEFAULTS, "protocol": {"check_conformance": True,
+                                     **{key: p.default for key, p in installed().items()}}}
+
 
 SCHEMA = {
     "name": str,
@@ -37,7 +42,7 @@ SCHEMA = {
     "duration": "duration",
     "topology": {"edgelist": str, "generator": dict, "link": {"latency": "duration"}, "uplink": {"capacity": object}},
     "workload": {"trace": str, "generator": dict},
-    "protocol": {key: object for key in sorted(PROTOCOL_KEYS)},
+    "protocol": {},  # filled by _schema
     "runtime": {
         "hosts": object,
         "cpus_per_host": object,
@@ -54,8 +59,7 @@ DEFAULTS = {
     "seed": 0,
     "duration": None,
     "topology": {"link": {"latency": "1ms"}},
-    "protocol": {"check_conformance": True, **{key: next(iter(choices)) for key, choices in MIXINS.items()},
-                 "pruning": None, "soft_links": None, "relocation": None, "multitree": None},
+    "protocol": {},  # filled by _defaults
     "runtime": {"hosts": "auto", "cpus_per_host": 0, "mailbox": {"capacity": 100_000, "overflow": "drop"}, "costs": "padres",
                 "sample_interval": "1s", "checkpoint_every": None, "max_recoveries": 3},
     "output": {"dir": "runs", "collect": "hosts"},
@@ -201,18 +205,20 @@ def validate(raw: dict, path: Path) -> dict:
     for required in ("name", "topology", "workload"):
         if required not in raw:
             errors.add(f"{path}: missing required key {required!r}")
-    _check_keys(raw, SCHEMA, "", path, errors)
+    _check_keys(raw, _schema(), "", path, errors)
     errors.raise_any()  # the checks below read a scenario of the schema's shape
-    scenario = _merge(DEFAULTS, raw)
+    scenario = _merge(_defaults(), raw)
     for check in (_check_identity, _check_sections):
         with errors.check():
             check(scenario, path)
     _check_runtime(scenario, path, errors)
     protocol = scenario["protocol"]
-    for key, resolve_setting in (("pruning", _pruning), ("soft_links", _soft_links), ("relocation", _relocation),
-                                 ("multitree", _multitree)):
-        with errors.check():
-            protocol[key] = resolve_setting(protocol, path)
+    for key, declared in installed().items():
+        if declared.settings is not None:
+            with errors.check():
+                protocol[key] = _configured(protocol, key, declared.settings, path)
+    with errors.check():
+        check_composition(scenario, None, path)
     errors.raise_any()
     return scenario
 
@@ -229,9 +235,9 @@ def _check_sections(scenario: dict, path: Path) -> None:
     _exactly_one(scenario["workload"], ("trace", "generator"), "workload", path)
     if not isinstance(scenario["protocol"]["check_conformance"], bool):
         raise InputError(f"{path}: protocol.check_conformance: expected true or false")
-    for key, choices in MIXINS.items():
-        if scenario["protocol"][key] not in choices:
-            raise InputError(f"{path}: protocol.{key}: expected one of {', '.join(choices)}, "
+    for key, declared in installed().items():
+        if declared.choices and scenario["protocol"][key] not in declared.choices:
+            raise InputError(f"{path}: protocol.{key}: expected one of {', '.join(declared.choices)}, "
                              f"got {scenario['protocol'][key]!r}")
 
 
@@ -255,59 +261,39 @@ def _check_runtime(scenario: dict, path: Path, errors: _Errors) -> None:
                    f"{runtime['mailbox']['overflow']!r}")
 
 
-def _given_mapping(protocol: dict, key: str, example: str, path: Path) -> dict | None:
-    """``protocol.<key>``: a mapping, or None when it is off (null)."""
+def _configured(protocol: dict, key: str, settings_class, path: Path) -> dict | None:
+    """``protocol.<key>`` of a configured protocol resolved to every setting (durations in
+    microseconds), or None when it is off (null)."""
     given = protocol[key]
-    if given is not None and not isinstance(given, dict):
-        raise InputError(f"{path}: protocol.{key}: expected a mapping such as {example} or null")
-    return given
-
-
-def _pruning(protocol: dict, path: Path) -> dict | None:
-    """``protocol.pruning`` resolved to every setting (``window`` in microseconds), or None."""
-    given = _given_mapping(protocol, "pruning", "{variant: selective}", path)
     if given is None:
         return None
-    if protocol["covering"] not in ("active", "packing"):
-        raise InputError(f"{path}: protocol.pruning: needs protocol.covering active or packing, "
-                         f"got {protocol['covering']!r}")
-    return _parsed_settings(PruningSettings, given, "pruning", path)
+    if not isinstance(given, dict):
+        raise InputError(f"{path}: protocol.{key}: expected a mapping of its settings (or {{}} for the defaults), "
+                         "or null for off")
+    return _parsed_settings(settings_class, given, key, path)
 
 
-def _soft_links(protocol: dict, path: Path) -> dict | None:
-    """``protocol.soft_links`` resolved to every setting (durations in microseconds), or None."""
-    given = _given_mapping(protocol, "soft_links", "{strategy: S1}", path)
-    if given is None:
-        return None
-    if protocol["covering"] not in ("none", "lazy", "active"):
-        raise InputError(f"{path}: protocol.soft_links: composes with protocol.covering none, lazy or active, "
-                         f"not {protocol['covering']!r}")
-    if protocol["pruning"] is not None:
-        raise InputError(f"{path}: protocol.soft_links: does not compose with protocol.pruning (set it to null)")
-    return _parsed_settings(SoftLinkSettings, given, "soft_links", path)
+def check_composition(scenario: dict, injections, path: Path) -> None:
+    """Every protocol the scenario turns on composes with the rest of it, as the protocol
+    declares (with ``injections``: the workload's moving clients too)."""
+    moving = None if injections is None else any(i.message.kind == "detach" for i in injections)
+    view = View(scenario["protocol"], scenario["faults"] is not None, moving)
+    for key, declared in installed().items():
+        if declared.active(scenario["protocol"][key]):
+            reason = declared.refused(view)
+            if reason:
+                raise InputError(f"{path}: protocol.{key}: {reason}")
 
 
-def _relocation(protocol: dict, path: Path) -> dict | None:
-    """``protocol.relocation`` resolved to every setting (``window`` in microseconds), or None."""
-    given = _given_mapping(protocol, "relocation", "{algorithm: grape}", path)
-    if given is None:
-        return None
-    if protocol["soft_links"] is not None:
-        raise InputError(f"{path}: protocol.relocation: does not compose with protocol.soft_links (set it to null)")
-    return _parsed_settings(RelocationSettings, given, "relocation", path)
-
-
-def _multitree(protocol: dict, path: Path) -> dict | None:
-    """``protocol.multitree`` resolved to every setting (durations in microseconds), or None."""
-    given = _given_mapping(protocol, "multitree", "{algorithm: MULT}", path)
-    if given is None:
-        return None
-    others = [key for key in ("pruning", "soft_links", "relocation") if protocol[key] is not None]
-    if protocol["covering"] != "none" or others:
-        what = f"protocol.{others[0]}" if others else f"protocol.covering {protocol['covering']!r}"
-        raise InputError(f"{path}: protocol.multitree: routes on its own trees and does not compose with {what} "
-                         "(covering must be none; pruning, soft_links and relocation null)")
-    return _parsed_settings(MultitreeSettings, given, "multitree", path)
+def _check_overlay(protocol: dict, graph, path: Path) -> None:
+    """Settings that name brokers or links, against the overlay."""
+    overlay = topologies.neighbours(graph)
+    for key, declared in installed().items():
+        if declared.check_overlay is not None and declared.active(protocol[key]):
+            try:
+                declared.check_overlay(protocol[key], overlay)
+            except ValueError as exc:
+                raise InputError(f"{path}: protocol.{key}.{exc}") from None
 
 
 def _parsed_settings(settings_class, given: dict, key: str, path: Path) -> dict:
@@ -321,50 +307,10 @@ def _parsed_settings(settings_class, given: dict, key: str, path: Path) -> dict:
     return dataclasses.asdict(settings)
 
 
-def _check_soft_links(protocol: dict, graph, path: Path) -> None:
-    """The static soft and candidate links name brokers within reach (needs the overlay)."""
-    if protocol["soft_links"] is None:
-        return
-    try:
-        SoftLinkSettings(**protocol["soft_links"]).check_links(topologies.neighbours(graph))
-    except ValueError as exc:
-        raise InputError(f"{path}: protocol.soft_links.{exc}") from None
-
-
-def _check_delta_moves(scenario: dict, injections, path: Path) -> None:
-    """Delta-moves (``protocol.soft_links.moves``) run without client moves and faults."""
-    soft_links = scenario["protocol"]["soft_links"]
-    if not (soft_links and soft_links["moves"]):
-        return
-    if scenario["faults"] is not None:
-        raise InputError(f"{path}: protocol.soft_links.moves: not combined with faults (a link that fails "
-                         "during a move would leave its region half turned; set faults to null)")
-    if any(injection.message.kind == "detach" for injection in injections):
-        raise InputError(f"{path}: protocol.soft_links.moves: not combined with a workload whose clients move "
-                         "(their handoff markers count on fixed links)")
-    if soft_links["strategy"] != "S0" and scenario["protocol"]["covering"] != "none":
-        raise InputError(f"{path}: protocol.soft_links.moves: under strategy {soft_links['strategy']} not combined "
-                         f"with protocol.covering {scenario['protocol']['covering']!r} (covering compares "
-                         "subscriptions per anchor, and a move changes anchors; use covering none or strategy S0)")
-
-
-def _check_multitree(protocol: dict, graph, path: Path) -> None:
-    """The coordinator, when named, is a broker of the overlay (needs the overlay)."""
-    if protocol["multitree"] is None:
-        return
-    try:
-        MultitreeSettings(**protocol["multitree"]).check_brokers(graph)
-    except ValueError as exc:
-        raise InputError(f"{path}: protocol.multitree.{exc}") from None
-
-
 def _faults(scenario: dict, graph, path: Path) -> FaultSchedule | None:
     """The scenario's ``faults`` as the schedule every host holds (needs the overlay)."""
     if scenario["faults"] is None:
         return None
-    if scenario["protocol"]["multitree"] is not None:
-        raise InputError(f"{path}: faults: not supported with protocol.multitree (its trees are not resynchronised "
-                         "after a fault)")
     overlay = topologies.neighbours(graph)
     try:
         faults = parse_faults(scenario["faults"], overlay,
@@ -547,34 +493,16 @@ def rebuild_workload(manifest: dict, where: str):
     return graph, build_workload(scenario, graph, base, path)
 
 
-def offline_sample(injections, fraction: float, seed: int) -> tuple[int, tuple]:
-    """Multi-tree routing's offline plan (``plan: offline``): a seeded random ``fraction`` of
-    the workload's publications (at least one), as (publisher's broker, publication) in trace
-    order, and the time of the first publication, when the coordinator plans."""
-    publications = [i for i in injections if i.message.kind == "pub"]
-    if not publications:
-        return 0, ()
-    chosen = offline_indices(len(publications), fraction, seed)
-    return publications[0].t_us, tuple((publications[i].broker, publications[i].message.publication) for i in chosen)
-
-
-def offline_indices(count: int, fraction: float, seed: int) -> list[int]:
-    """Which of ``count`` documents an offline plan samples: a seeded random ``fraction`` of
-    them (at least one), in order (bench/bench_trees.py draws the same)."""
-    return sorted(random.Random(f"{seed}/multitree/offline").sample(range(count), max(1, round(fraction * count))))
-
-
 def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     """Load, validate and resolve a scenario file into everything a run needs."""
     path = Path(path)
     scenario = validate(load(path, overrides), path)
     base = path.parent
     graph, default_latency = build_topology(scenario, base, path)
-    _check_soft_links(scenario["protocol"], graph, path)
-    _check_multitree(scenario["protocol"], graph, path)
+    _check_overlay(scenario["protocol"], graph, path)
     faults = _faults(scenario, graph, path)
     injections = build_workload(scenario, graph, base, path)
-    _check_delta_moves(scenario, injections, path)
+    check_composition(scenario, injections, path)
     runtime = scenario["runtime"]
     costs = load_profile(runtime["costs"], base, f"{path}: runtime.costs")
     settings = Settings(
@@ -589,8 +517,9 @@ def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:
     every = runtime["checkpoint_every"]
     checkpoint_every_us = None if every is None else parse_duration(every, f"{path}: runtime.checkpoint_every")
     protocol = {**scenario["protocol"], "seed": scenario["seed"]}
-    if (scenario["protocol"]["multitree"] or {}).get("plan") == "offline":
-        protocol[OFFLINE_SAMPLE] = offline_sample(injections, scenario["protocol"]["multitree"]["sample"], scenario["seed"])
+    for key, declared in installed().items():
+        if declared.prepare is not None and declared.active(protocol[key]):
+            protocol.update(declared.prepare(protocol[key], injections, scenario["seed"]))
     return RunSpec(
         name=scenario["name"], seed=scenario["seed"], graph=graph, injections=injections,
         protocol=protocol, hosts=runtime["hosts"],

@@ -29,6 +29,7 @@ from itertools import groupby
 from .broker import Route
 from .index import FilterIndex
 from .messages import Message
+from .plugins import Protocol
 
 
 class _Tables(dict):
@@ -192,3 +193,16 @@ class _Packer:
 def _batch_kind(message: Message) -> str | None:
     """The batch a cause-tagged (un)subscription travels in; None for ordinary traffic."""
     return None if message.cause is None else message.kind + "_batch"
+
+
+PROTOCOL = Protocol(
+    key="covering",
+    paper="Congestion Avoidance with Selective Filter Aggregation in Content-Based Routing Networks",
+    summary="subscription covering as an output filter per next hop: lazy, active, or packing (active, its "
+            "bursts travelling as one batch message)",
+    choices=("none", "lazy", "active", "packing"),
+    mixins=lambda value: {"none": (), "lazy": (LazyCovering,), "active": (ActiveCovering,),
+                          "packing": (PackingCovering,)}[value],
+    classes=(LazyCovering, ActiveCovering, PackingCovering),
+    order=90,
+)

@@ -1,6 +1,6 @@
 """Content-aware multi-tree routing: subscription clusters with one dissemination tree each.
 
-Implements the seed paper on content-aware multi-tree routing (subscription clusters, a cost
+Implements "Scalable Content-Based Routing in Pub/Sub Systems" (subscription clusters, a cost
 model from published samples, low-stretch spanning trees): Algorithm 1 (COMPUTETREE),
 Algorithm 2 (MULT2), Algorithm 3 (MULT) and the coordinator of its section VI, with the
 baselines SINGLE, SPT and OPT. The algorithms live in protocols/trees.py; this module is the
@@ -83,6 +83,7 @@ from .errors import unknown_key
 from .index import FilterIndex
 from .language import Filter
 from .messages import Message
+from .plugins import OFF, Needs, Protocol
 from .routing import LOCAL, RoutingTable
 
 ALGORITHMS = ("MULT", "MULT2", "SINGLE", "SPT", "OPT", "SemCast", "SemCast-filtered")
@@ -655,3 +656,46 @@ class Multitree:
             return trees.opt_cost(planner.graph, planner.docs)
         return planner.configuration_cost(plan.trees, plan.cluster_of_group, plan.flooded)
 
+
+
+def offline_sample(injections, fraction: float, seed: int) -> tuple[int, tuple]:
+    """Multi-tree routing's offline plan (``plan: offline``): a seeded random ``fraction`` of
+    the workload's publications (at least one), as (publisher's broker, publication) in trace
+    order, and the time of the first publication, when the coordinator plans."""
+    publications = [i for i in injections if i.message.kind == "pub"]
+    if not publications:
+        return 0, ()
+    chosen = offline_indices(len(publications), fraction, seed)
+    return publications[0].t_us, tuple((publications[i].broker, publications[i].message.publication) for i in chosen)
+
+
+def offline_indices(count: int, fraction: float, seed: int) -> list[int]:
+    """Which of ``count`` documents an offline plan samples: a seeded random ``fraction`` of
+    them (at least one), in order (bench/bench_trees.py draws the same)."""
+    return sorted(random.Random(f"{seed}/multitree/offline").sample(range(count), max(1, round(fraction * count))))
+
+
+def _prepare(settings: dict, injections: list, seed: int) -> dict:
+    """An offline plan's sample of the workload's documents, drawn before the run."""
+    if settings["plan"] != "offline":
+        return {}
+    return {OFFLINE_SAMPLE: offline_sample(injections, settings["sample"], seed)}
+
+
+PROTOCOL = Protocol(
+    key="multitree",
+    paper="Scalable Content-Based Routing in Pub/Sub Systems",
+    summary="content-aware multi-tree routing: MULT, MULT2, SINGLE, SPT, OPT, SemCast; subscription clusters with "
+            "one dissemination tree each, planned online or offline",
+    settings=MultitreeSettings,
+    mixins=lambda settings: (Multitree,),
+    classes=(Multitree,),
+    order=10,
+    needs=(Needs("covering", ("none",), "it routes on its own trees"),
+           Needs("pruning", (OFF,), "it routes on its own trees"),
+           Needs("soft_links", (OFF,), "it routes on its own trees"),
+           Needs("relocation", (OFF,), "it routes on its own trees"),
+           Needs("faults", (OFF,), "its trees are not resynchronised after a fault")),
+    check_overlay=lambda settings, overlay: MultitreeSettings(**settings).check_brokers(overlay),
+    prepare=_prepare,
+)

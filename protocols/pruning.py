@@ -38,6 +38,7 @@ from .broker import Route, configured
 from .covering import ActiveCovering
 from .errors import unknown_key
 from .messages import Message
+from .plugins import Needs, Protocol
 
 VARIANTS = ("selective", "incremental")
 NO_STATISTICS = ("preserve", "unsubscribe")
@@ -361,3 +362,18 @@ class Pruning(ActiveCovering):
                 del preserved[key]
                 self.covering_sent[hop].remove(key)
                 ctx.send(hop, msg.unsubscription())
+
+
+PROTOCOL = Protocol(
+    key="pruning",
+    paper="Congestion Avoidance with Selective Filter Aggregation in Content-Based Routing Networks (selective); "
+          "Congestion Avoidance with Incremental Filter Aggregation in Content-Based Routing Networks (incremental)",
+    summary="selective or incremental pruning of subscription trees on unsubscribe: a broad subscription stays "
+            "as an aggregate where removing it would release a burst",
+    settings=PruningSettings,
+    mixins=lambda settings: (Pruning,),
+    classes=(Pruning,),
+    order=30,
+    needs=(Needs("covering", ("active", "packing"),
+                 "a pruned subscription keeps covering those it held back, in active covering's tables"),),
+)

@@ -72,6 +72,7 @@ import numpy as np
 from .broker import configured
 from .errors import unknown_key
 from .messages import Message
+from .plugins import OFF, Needs, Protocol
 from .routing import LOCAL
 
 ALGORITHMS = ("grape", "pop")
@@ -601,3 +602,16 @@ class Relocation:
                         self._next_hops[other] = self._next_hops[name]
                         queue.append(other)
         return self._next_hops[broker]
+
+
+PROTOCOL = Protocol(
+    key="relocation",
+    paper="Publisher Placement Algorithms in Content-based Publish/Subscribe",
+    summary="publisher relocation, POP or GRAPE, with a lossless migration protocol",
+    settings=RelocationSettings,
+    mixins=lambda settings: (Relocation,),
+    classes=(Relocation,),
+    order=20,
+    needs=(Needs("soft_links", (OFF,), "a migration re-points advertisements along the primary tree, and soft "
+                                       "links' anchors do not follow it"),),
+)

@@ -52,9 +52,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .broker import Route, configured
-from .deltamoves import plan_moves
+from .deltamoves import DeltaMoves, plan_moves
 from .errors import unknown_key
 from .messages import Message
+from .plugins import OFF, Needs, Protocol, View
 from .routing import LOCAL
 from .trees import meet
 
@@ -437,3 +438,40 @@ def _reindexed(counts: np.ndarray, old: DeltaView, new: DeltaView) -> np.ndarray
         if name in new.id:
             moved[new.id[name]] = counts[node]
     return moved
+
+
+def _moves_refused(view: View, settings: dict) -> str | None:
+    """Delta-moves need the links around them fixed: no faults, no clients that move, and
+    covering only where anchors stay put (strategy S0)."""
+    if not settings.get("moves"):  # (settings that failed to parse are reported on their own)
+        return None
+    if view.faults:
+        return ("its moves are not combined with faults (a link that fails during a move would leave its region "
+                "half turned; set faults to null)")
+    if view.moving_clients:
+        return ("its moves are not combined with a workload whose clients move (their handoff markers count on "
+                "fixed links)")
+    if settings.get("strategy", SoftLinkSettings.strategy) != "S0" and view.protocol["covering"] != "none":
+        return (f"its moves under strategy {settings['strategy']} are not combined with protocol.covering "
+                f"{view.protocol['covering']!r} (covering compares subscriptions per anchor, and a move changes "
+                "anchors; use covering none or strategy S0)")
+    return None
+
+
+PROTOCOL = Protocol(
+    key="soft_links",
+    paper="Opportunistic Multi-Path Forwarding in Content-Based Publish/Subscribe Overlays",
+    summary="soft links within a Delta-neighbourhood over which publications skip pure forwarders (strategies "
+            "S0, S1, S2, SH, links ranked by gain), and Delta-moves of primary links",
+    settings=SoftLinkSettings,
+    mixins=lambda settings: (DeltaMoves, SoftLinks) if settings["moves"] else (SoftLinks,),
+    classes=(DeltaMoves, SoftLinks),
+    order=40,
+    needs=(Needs("covering", ("none", "lazy", "active"),
+                 "packing's batched bursts are not built for covering compared per anchor"),
+           Needs("pruning", (OFF,), "pruning's statistics count the primary tree's hops, which soft-link copies "
+                                    "skip")),
+    refusal=_moves_refused,
+    conditions="with moves: no faults, no clients that move, and covering none unless the strategy is S0",
+    check_overlay=lambda settings, overlay: SoftLinkSettings(**settings).check_links(overlay),
+)

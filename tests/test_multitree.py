@@ -13,8 +13,7 @@ import pytest
 
 import topologies
 from protocols import trees
-from experiments.scenario import offline_sample
-from protocols.multitree import OFFLINE_SAMPLE, PLANS, MultitreeSettings
+from protocols.multitree import OFFLINE_SAMPLE, PLANS, MultitreeSettings, offline_sample
 from workloads.generators import GENERATORS
 from workloads.trace import compile_trace
 
