@@ -176,7 +176,8 @@ def describe() -> str:
             lines.append(f"    values: {', '.join(protocol.choices)} (default {protocol.default})")
         elif protocol.settings is not None:
             defaults = [_setting(f) for f in dataclasses.fields(protocol.settings)]
-            lines.append(f"    settings (protocol.{key}: {{...}}, null for off): {', '.join(defaults)}")
+            lines.append(f"    settings (protocol.{key}: {{...}}, null for off): {', '.join(defaults)}" if defaults
+                         else f"    settings: none (protocol.{key}: {{}} turns it on, null off)")
         lines.append(f"    stack: {', '.join(c.__name__ for c in protocol.classes)} (order {protocol.order})")
         rules = protocol.composes()
         lines.append("    composes: " + ("; ".join(rules) if rules else "with everything"))
