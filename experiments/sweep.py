@@ -76,6 +76,8 @@ def points(scenario: Path, axes: list[tuple[str, list[str]]], repeat: int, name:
 
 
 def _slug(text: str) -> str:
+    if text.strip() == "{}":  # a protocol's settings, all defaults: the protocol on
+        return "on"
     return re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-") or "x"
 
 
