@@ -48,7 +48,9 @@ FAULT, COMPLETION, ARRIVAL = -1, 0, 1
 class Arrival:
     """A message at (or waiting for) a broker's mailbox; becomes a ``messages`` row.
     ``origin``: what set it off (``origin_of_fault``, or the trace sequence number of the client
-    operation whose handling sent it, hop after hop); None for what a broker sent on its own."""
+    operation whose handling sent it, hop after hop); None for what a broker sent on its own.
+    ``issued``: for a client operation that a move of its client delayed, when it was issued
+    (it is in flight, not yet to come, if the run ends before it arrives)."""
 
     key: tuple
     broker: str
@@ -56,6 +58,7 @@ class Arrival:
     message: Message
     queue_len: int = 0
     origin: int | None = None
+    issued: int | None = None
 
 
 def origin_of_fault(number: int) -> int:
@@ -441,7 +444,8 @@ class Engine:
         for arrival in held + [a for _, a in future]:
             t_arrive, _, _, _, seq = arrival.key
             key = (max(t_arrive, earliest), ARRIVAL, index, -1, seq)
-            self._route(Arrival(key, broker, None, arrival.message, origin=arrival.origin), host)
+            issued = arrival.issued if arrival.issued is not None else t_arrive if t_arrive < key[0] else None
+            self._route(Arrival(key, broker, None, arrival.message, origin=arrival.origin, issued=issued), host)
 
     def take_outbox(self) -> dict[int, list[Arrival]]:
         outbox, self.outbox = self.outbox, {}
@@ -571,8 +575,9 @@ class Engine:
             waiting = list(server.queue) + [a for _, a in sorted(server.blocked)]
             for arrival in waiting:
                 self._record_message(arrival, None, None, 0, dropped=False)
-        if self.writer:
-            on_links = [item for key, item in sorted(self.heap, key=lambda entry: entry[0]) if key[1] == ARRIVAL]
+        if self.writer:  # client operations still to come are not in flight
+            on_links = [item for key, item in sorted(self.heap, key=lambda entry: entry[0])
+                        if key[1] == ARRIVAL and (item.sender is not None or item.issued is not None)]
             held = [a for _, waiting in sorted(self.paused.items()) for a in waiting]
             held += [a for server in self.servers.values() for a in server.held]
             for arrival in on_links:

@@ -6,8 +6,8 @@ can be checked to leave ``deliveries``, ``messages``, ``samples`` and ``events``
     python bench/fingerprint.py --compare BEFORE.json AFTER.json
 
 The reference scenarios: the engine benchmark's (2,000 operations, zero and padres costs)
-every ``unsub_burst_small_*`` and the test-sized mobile rush hours (moving clients), all with
-``hosts: 0``.
+every ``unsub_burst_small_*``, the test-sized mobile rush hours (moving clients) and one
+test-sized scenario of every other family (``FAMILIES``), all with ``hosts: 0``.
 """
 import argparse
 import hashlib
@@ -39,7 +39,17 @@ def references(tmp: Path) -> dict[str, Path]:
     for path in sorted(SCENARIOS.glob("unsub_burst_small_*.yaml")) + sorted(SCENARIOS.glob("mobile_rush_hour_small_*.yaml")):
         if "sweep" not in path.stem:
             found[path.stem] = path
+    for name in FAMILIES:
+        found[name] = SCENARIOS / f"{name}.yaml"
     return found
+
+
+# one test-sized scenario of every other family: workloads, protocols and faults
+FAMILIES = ("clustered_small_selective", "faults_small_core_crash", "faults_small_lossy_wan",
+            "mobile_monitors_small_moving_selective", "mobile_paper_small_nested_incremental", "multitree_small_mult",
+            "multitree_small_semcast", "relocation_small_enterprise_pop", "relocation_small_random_grape_load",
+            "softlinks_small_dense_SH", "softlinks_small_dense_SH_moves", "softlinks_small_sparse_S1",
+            "workflow_paper_small_incremental", "quickstart")
 
 
 def table_hash(run_dir: Path, table: str) -> str:

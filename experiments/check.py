@@ -13,7 +13,12 @@ pairs, each once, except where the contract lets them differ, and each exception
 - *fault*: the publication was in flight while a fault was active or its recovery (the
   messages the fault's end set off) was running;
 - *in flight at the end*: a copy of the publication was still queued, in service or on a
-  link when the run ended (the run records these: ``in_flight``), and none was dropped.
+  link when the run ended (the run records these: ``in_flight``), and none was dropped;
+- *held back at the end*: its publisher was paused (a migration under way) or its broker
+  down when the run ended, so it had not entered the network.
+
+Publications the workload would have made after the run's end (a run cut by ``duration``)
+are not expected; the result counts them (``not_published``).
 
 A publication is in flight from its publish time until the last broker that handled a copy
 finished it. Which messages an operation set off is the ``origin`` column of ``messages``: the
@@ -37,7 +42,8 @@ from protocols.errors import InputError
 from protocols.language import matches
 from workloads.oracle import Expected, expected_pairs
 
-EXCUSES = ("fault", "moving client", "subscription changing", "advertisement changing", "in flight at the end")
+EXCUSES = ("fault", "moving client", "subscription changing", "advertisement changing", "in flight at the end",
+           "held back at the end")
 EXAMPLES = 5
 
 
@@ -49,6 +55,11 @@ class RunData:
     manifest: dict
     expected: Expected
     injections: list  # by trace sequence number
+    not_published: int  # publications the workload would have made after the run ended
+
+    def issued(self, injection) -> bool:
+        """Whether the run came to this operation (a run cut by ``duration`` stops before its time)."""
+        return self.manifest["scenario"].get("duration") is None or injection.t_us < self.manifest["sim_end_us"]
 
 
 def run_directories(paths: list[str]) -> list[RunDir]:
@@ -81,7 +92,11 @@ def load_run(run_dir: RunDir) -> RunData:
         raise InputError(f"{run_dir}: run status is {manifest.get('status')!r}, not 'complete': nothing to check")
     _, injections = rebuild_workload(manifest, str(run_dir.path("manifest.json")))
     conformance = manifest["scenario"]["protocol"].get("check_conformance", True)
-    return RunData(run_dir, manifest, expected_pairs(injections, conformance), injections)
+    data = RunData(run_dir, manifest, None, injections, 0)
+    issued = [i for i in injections if data.issued(i)]
+    data.not_published = sum(i.message.kind == "pub" for i in injections) - sum(i.message.kind == "pub" for i in issued)
+    data.expected = expected_pairs(issued, conformance)
+    return data
 
 
 def check(run_dir: RunDir) -> dict:
@@ -112,6 +127,7 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
     result = {
         "run": str(data.run_dir), "publications": n_pubs, "subscriptions": n_subs,
         "expected_pairs": int(len(wanted)), "deliveries": int(deliveries.num_rows),
+        "not_published": data.not_published,
         "bucket_s": _bucket_s(end_us),
     }
     miss_p, miss_s = missing // width, missing % width
@@ -181,7 +197,7 @@ class Timing:
         late = positions(waiting["msg_id"], pub_ids)
         on_link = _ints(pc.is_valid(waiting["t_arrive_us"]), False)
         self.pub_end[late[(late >= 0) & on_link]] = self.forever
-        self.pub_held = np.zeros(n, bool)  # never let into the network: its client held it back
+        self.pub_held = np.zeros(n, bool)  # not let into the network yet: its client held it back
         self.pub_held[late[(late >= 0) & ~on_link]] = True
         dropped = _ints(copies["dropped"], False) & ok
         self.dropped_causes: dict[int, set[str]] = {}
@@ -200,9 +216,8 @@ class Timing:
 
     def drop_causes(self, pubs: np.ndarray) -> list[str]:
         """Per publication, what became of copies that never arrived, or ''."""
-        return ["dropped: " + ", ".join(sorted(self.dropped_causes[p])) if p in self.dropped_causes
-                else "held back: its client was paused or its broker down when the run ended" if self.pub_held[p]
-                else "" for p in pubs.tolist()]
+        return ["dropped: " + ", ".join(sorted(self.dropped_causes[p])) if p in self.dropped_causes else ""
+                for p in pubs.tolist()]
 
     # ------------------------------------------------------------------ windows
 
@@ -227,7 +242,7 @@ class Timing:
         for seq, injection in enumerate(injections):
             message = injection.message
             kind = message.kind
-            if kind == "pub":
+            if kind == "pub" or not self.data.issued(injection):
                 continue
             window = (injection.t_us, max(settled.get(seq, injection.t_us), injection.t_us))
             if kind in ("sub", "unsub"):
@@ -274,6 +289,7 @@ class Timing:
         ]
         if in_flight_counts:
             tests.append(("in flight at the end", (end >= self.forever) & ~self.pub_dropped[pubs]))
+            tests.append(("held back at the end", self.pub_held[pubs] & ~self.pub_dropped[pubs]))
         for name, hit in reversed(tests):
             reason[hit] = name
         return reason

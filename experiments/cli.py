@@ -58,7 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     figure.add_argument("names", nargs="*", metavar="name",
                         help="the figure (see --list); several are analysed in one Spark job")
     figure.add_argument("--all", action="store_true", help="every figure")
-    figure.add_argument("--list", action="store_true", help="name the figures")
+    figure.add_argument("--list", action="store_true",
+                        help="the figures: paper, figure number, setup and the wall time of their full size")
+    figure.add_argument("--markdown", action="store_true", help="with --list: the catalogue as a Markdown table")
     figure.add_argument("--out", type=Path,
                         help="output directory (default: figures/NAME); of several figures, the parent of "
                              "one directory each (default: figures)")
@@ -270,7 +272,7 @@ def _figure(args) -> int:
     from experiments import figures
 
     if args.list:
-        print(figures.listing(args.out or Path("figures")))
+        print(figures.catalogue() if args.markdown else figures.listing(args.out or Path("figures")))
         return 0
     names = figures.names() if args.all else args.names
     if not names:

@@ -165,6 +165,21 @@ def listing(outputs: Path) -> str:
     return "\n".join(blocks)
 
 
+CATALOGUE_START, CATALOGUE_END = "<!-- catalogue: pubsub-emu figure --list --markdown -->", "<!-- /catalogue -->"
+
+
+def catalogue() -> str:
+    """The figures as a Markdown table (docs/figures.md holds it between the catalogue marks)."""
+    lines = [CATALOGUE_START, "", "| figure | paper | the paper's | what it shows | setup |", "|---|---|---|---|---|"]
+    for name in names():
+        figure = load(name)
+        departs = [s.name for s in figure.setup if s.departs]
+        setup = "the paper's" if not departs else "departs in " + ", ".join(departs)
+        cells = [f"`{name}`", figure.paper, figure.paper_figure, figure.title, setup]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join([*lines, "", CATALOGUE_END])
+
+
 def _full_size_time(out: Path, recorded: dict | None) -> str:
     """How long the last full-size run of a figure took: ``out``'s sweep record, else ``recorded``."""
     record = out / "runs" / "sweep.json"

@@ -309,7 +309,7 @@ def test_gt_itm_graphs_have_the_papers_sizes_dense_stubs_and_extra_links():
 
 def within(graph, brokers, size: int) -> bool:
     """Whether some broker's ``size`` nearest (breadth first) hold all of ``brokers``."""
-    from workloads.generators import _neighbourhood
+    from workloads.keywords import _neighbourhood
 
     return any(set(brokers) <= set(_neighbourhood(graph, sorted(graph), root, size)) for root in sorted(graph))
 
@@ -357,7 +357,7 @@ def test_the_keyword_variants_split_subscriptions_per_keyword_and_fix_the_publis
 
 def nearest_holders(graph, root: str, held_at: dict) -> list[str]:
     """The three brokers with a subscription nearest to ``root`` (breadth first)."""
-    from workloads.generators import _breadth_first
+    from workloads.keywords import _breadth_first
 
     return list(itertools.islice((b for b in _breadth_first(graph, root) if b in held_at), 3))
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from protocols.language import Publication
 
-from .generators import generator, rng_for
+from .registry import generator, rng_for
 
 RATINGS = {"random": (("low", 0.70), ("medium", 0.25), ("high", 0.05)),
            "enterprise": (("low", 0.95), ("high", 0.05))}
