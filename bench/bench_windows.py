@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from actors import coordinator
+from actors import coordinator, transports
 from actors.checkpoints import Checkpoints
 from actors.host import BrokerHost, next_window_start, window_end
 from actors.partition import partition
@@ -41,7 +41,7 @@ from experiments.scenario import resolve
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class _CountingTransport(coordinator._LocalTransport):
+class _CountingTransport(transports.LocalTransport):
     """Hosts in this process that add up, window by window, the busiest host's events."""
 
     critical_events = 0
@@ -77,14 +77,14 @@ def _in_process(scenario: Path, hosts: int, overrides: list[str], run_dir: Path,
     placement = partition(spec.graph, hosts)
     transport = transport_for(spec, placement)
     transport.start(coordinator.host_specs(spec, run_dir, hosts, placement))
-    lookahead = coordinator._lookahead(spec, hosts, placement)
+    lookahead = coordinator.cross_host_lookahead(spec, hosts, placement)
     started = time.perf_counter()
-    _, statuses = coordinator._drive(spec, transport, lookahead, Checkpoints(run_dir, None, hosts, 0), {},
+    _, statuses = coordinator.drive(spec, transport, lookahead, Checkpoints(run_dir, None, hosts, 0), {},
                                      time.perf_counter, False)
     return transport, statuses, time.perf_counter() - started
 
 
-class _NeighbourRounds(coordinator._LocalTransport):
+class _NeighbourRounds(transports.LocalTransport):
     """Hosts in this process that run rounds, each to what its neighbours promised it."""
 
     def __init__(self, links: dict[tuple[int, int], int]) -> None:

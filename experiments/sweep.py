@@ -88,7 +88,7 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
     point's run name): copied and renamed instead of run again (runs are deterministic)."""
     import ray
 
-    from actors.coordinator import _ray
+    from actors.transports import connect_ray
 
     record = _record(sweep_points, out)
     copied = 0
@@ -109,7 +109,7 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
     report(f"sweep: {len(pending)} run(s) to go" + (f" ({done} complete already, reused)" if done else "")
            + (f" ({copied} copied)" if copied else "")
            + f", {min(max_parallel, len(pending))} at a time, into {out}")
-    _ray(address)
+    connect_ray(address)
     task = ray.remote(num_cpus=1)(_run_point)
     running: dict = {}
     started = time.perf_counter()

@@ -94,7 +94,7 @@ def ray_session():
     about 3 s of CPU, and the cross-host tests start about a hundred)."""
     import ray
 
-    from actors.coordinator import hosts_kept, ray_runtime_env
+    from actors.transports import hosts_kept, ray_runtime_env
 
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",

@@ -5,7 +5,6 @@ import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from actors.results import SCHEMAS, read_table
 from experiments.cli import main

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from actors.coordinator import relays, run
+from actors.coordinator import run
+from actors.transports import relays
 from actors.partition import host_weights, partition
 from actors.results import read_table
 from experiments.scenario import resolve
@@ -22,7 +23,8 @@ ON_A_CLUSTER = """
 import json, sys
 import ray
 from ray.cluster_utils import Cluster
-from actors.coordinator import ray_runtime_env, run
+from actors.coordinator import run
+from actors.transports import ray_runtime_env
 from experiments.scenario import resolve
 
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": int(sys.argv[3]), "include_dashboard": False})
@@ -105,7 +107,7 @@ def test_runs_leave_no_host_actor_or_placement_group_behind(tmp_path, ray_sessio
     from ray._private.state import actors
     from ray.util import placement_group_table
 
-    from actors import coordinator
+    from actors import transports
 
     def alive_hosts() -> int:
         return sum(1 for a in actors().values() if a["ActorClassName"] == "BrokerHost" and a["State"] != "DEAD")
@@ -113,7 +115,7 @@ def test_runs_leave_no_host_actor_or_placement_group_behind(tmp_path, ray_sessio
     before = alive_hosts()
     spec = resolve(SCENARIO, ["runtime.hosts=2", "runtime.cpus_per_host=0.5"])
     assert run(spec, tmp_path / "done", progress=False)["status"] == "complete"
-    monkeypatch.setattr(coordinator._RayTransport, "PLACEMENT_TIMEOUT_S", 2)
+    monkeypatch.setattr(transports.RayTransport, "PLACEMENT_TIMEOUT_S", 2)
     failing = resolve(SCENARIO, ["runtime.hosts=2", "runtime.cpus_per_host=64"])  # more CPUs than there are
     with pytest.raises(RuntimeError, match="do not fit the cluster"):
         run(failing, tmp_path / "failed", progress=False)
@@ -127,7 +129,7 @@ def test_hosts_kept_serve_the_next_run_and_are_killed_on_leaving(tmp_path, ray_s
     """Within ``hosts_kept`` a second run starts no host process, and gives the same tables."""
     from ray._private.state import actors
 
-    from actors.coordinator import hosts_kept
+    from actors.transports import hosts_kept
 
     def alive_hosts() -> set[str]:
         return {i for i, a in actors().items() if a["ActorClassName"] == "BrokerHost" and a["State"] != "DEAD"}

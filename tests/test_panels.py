@@ -399,7 +399,6 @@ def test_a_ratio_over_seeds_is_the_interval_of_the_per_seed_ratios(seeded):
 
     from analysis import spread
 
-    page = panels._Page(["S0", "S2"], style.styles(["S0", "S2"]), None, [])
     panel = Panel("Yield", "summary", "yield", kind="bars", relative_to="S0")
     rows = panels._rows(seeded, panel, SEEDED)
     found = panels._relative(panel, rows, {v: panels._estimate(panel, rows[v]) for v in ("S0", "S2")})

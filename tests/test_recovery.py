@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import topologies
-from actors import coordinator
+from actors import coordinator, transports
 from actors.results import STREAMED, read_table
 from experiments.cli import main
 from experiments.scenario import resolve
@@ -81,7 +81,7 @@ def kill_host_on_chunk(monkeypatch, chunks: set[int], how: str, host: int = 1) -
     import ray
 
     killed, calls = [], itertools.count(1)
-    run_chunk = coordinator._RayTransport.run_chunk
+    run_chunk = transports.RayTransport.run_chunk
 
     def killing_run_chunk(transport, statuses, stop, lookahead):
         number = next(calls)
@@ -94,7 +94,7 @@ def kill_host_on_chunk(monkeypatch, chunks: set[int], how: str, host: int = 1) -
             killed.append(number)
         return run_chunk(transport, statuses, stop, lookahead)
 
-    monkeypatch.setattr(coordinator._RayTransport, "run_chunk", killing_run_chunk)
+    monkeypatch.setattr(transports.RayTransport, "run_chunk", killing_run_chunk)
     return killed
 
 

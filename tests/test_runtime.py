@@ -10,7 +10,8 @@ import pyarrow.compute as pc
 import pytest
 
 from actors.checkpoints import Checkpoint, Checkpoints
-from actors.coordinator import _LocalTransport, _lookahead, host_specs, run
+from actors.coordinator import cross_host_lookahead, host_specs, run
+from actors.transports import LocalTransport
 from actors.costs import load_profile
 from actors.engine import Engine
 from actors.host import FULL_COLLECTION_EVERY, BrokerHost
@@ -41,8 +42,8 @@ def small_scenario(**changes) -> dict:
     return scenario
 
 
-def _local_hosts(specs) -> _LocalTransport:
-    transport = _LocalTransport()
+def _local_hosts(specs) -> LocalTransport:
+    transport = LocalTransport()
     transport.start(specs)
     return transport
 
@@ -232,7 +233,7 @@ def test_hosts_count_the_time_they_wait_behind_a_busier_host(write_scenario, tmp
     addresses = [host.listen(key) for host in hosts]
     _in_threads([(host.connect, (addresses, False, key)) for host in hosts])
     statuses = [host.status() for host in hosts]
-    _in_threads([(host.run_chunk, (statuses, 14_000_000, _lookahead(spec, 2, placement))) for host in hosts])
+    _in_threads([(host.run_chunk, (statuses, 14_000_000, cross_host_lookahead(spec, 2, placement))) for host in hosts])
     fast, slow = (host.status() for host in hosts)
     for host in hosts:
         host.channels.close()
@@ -259,7 +260,7 @@ def test_run_records_failure_in_manifest(write_scenario, tmp_path, monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("host lost")
 
-    monkeypatch.setattr("actors.coordinator._drive", explode)
+    monkeypatch.setattr("actors.coordinator.drive", explode)
     with pytest.raises(RuntimeError):
         run(spec, tmp_path / "failed")
     manifest = json.loads((tmp_path / "failed" / "manifest.json").read_text())
@@ -387,8 +388,8 @@ def test_windows_reach_past_service_times_and_distances_to_the_boundary(write_sc
         calls = windows[bound] = []
         run_window = transport.run_window
         transport.run_window = lambda until: calls.append(until) or run_window(until)
-        lookahead = coordinator._lookahead(spec, 2, placement)
-        coordinator._drive(spec, transport, lookahead, Checkpoints(run_dir, None, 2, 0), {}, lambda: 0.0, False)
+        lookahead = coordinator.cross_host_lookahead(spec, 2, placement)
+        coordinator.drive(spec, transport, lookahead, Checkpoints(run_dir, None, 2, 0), {}, lambda: 0.0, False)
     # 1,195, 675 and 493 windows when written
     assert len(windows["service"]) < 0.6 * len(windows["event"])
     assert len(windows["boundary"]) < 0.85 * len(windows["service"])

@@ -105,4 +105,4 @@ def test_repeated_points_run_distinct_seeds_and_the_report_gives_their_interval(
         mean = sum(values) / 3
         half = stats.t.ppf(0.975, 2) * (sum((v - mean) ** 2 for v in values) / 2) ** 0.5 / 3 ** 0.5
         row = next(line for line in text.splitlines() if line.startswith(f"| unsub_burst_small_active-covering-{covering} |"))
-        assert f"| 3 (1, 2, 3) |" in row and f"| {mean:,.1f} ± {half:,.1f} |" in row
+        assert "| 3 (1, 2, 3) |" in row and f"| {mean:,.1f} ± {half:,.1f} |" in row
