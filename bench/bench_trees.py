@@ -32,7 +32,7 @@ from comparison import print_table
 import topologies
 from bench_multitree import SIZES
 from protocols.multitree import offline_indices
-from protocols import trees
+from protocols import planning, trees
 from protocols.multitree import Overlay
 from workloads.generators import GENERATORS
 from workloads.oracle import documents
@@ -51,13 +51,13 @@ def graph_of(kind: str, size: int, seed: int):
 def evaluate(graph, docs, members, sample: list[int], algorithm: str, seed: int, span: str,
              unsampled: str = "base") -> dict:
     """Plan ``algorithm`` from the ``sample`` documents (``unsampled``: where groups no sampled
-    document matched ride, ``trees.configure``); copies per document over all of them, the
+    document matched ride, ``planning.configure``); copies per document over all of them, the
     sampled and the others."""
     sampled = [docs[i] for i in sample]
-    planner = trees.Planner(graph, sampled, seed, members, span)
+    planner = planning.Planner(graph, sampled, seed, members, span)
     base = trees.Tree(trees.bfs_tree(graph, min(graph)), planner.names)
     started = time.perf_counter()
-    tree_list, groups, _ = trees.configure(planner, FILTERED.get(algorithm, algorithm), base, single_for_all=True,
+    tree_list, groups, _ = planning.configure(planner, FILTERED.get(algorithm, algorithm), base, single_for_all=True,
                                            unsampled=unsampled)
     plan_s = time.perf_counter() - started
     taken = set(sample)
@@ -72,7 +72,7 @@ def evaluate(graph, docs, members, sample: list[int], algorithm: str, seed: int,
 def copies(graph, docs, members, algorithm: str, tree_list, groups) -> int:
     if algorithm == "OPT":
         return trees.opt_cost(graph, docs)
-    planner = trees.Planner(graph, docs, members=members)
+    planner = planning.Planner(graph, docs, members=members)
     if algorithm == "SPT-unfiltered":
         return planner.flooded_cost(tree_list[0])
     return planner.configuration_cost(tree_list, groups, flooded=algorithm == "SemCast")
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--publishers", type=int, default=0, help="keywords_paper: fixed publisher brokers (0: any)")
     parser.add_argument("--subscriptions", default="per_broker", help="keywords_paper: per_broker or per_keyword")
     parser.add_argument("--algorithms", default="SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered")
-    parser.add_argument("--unsampled", default="base", choices=trees.UNSAMPLED,
+    parser.add_argument("--unsampled", default="base", choices=planning.UNSAMPLED,
                         help="groups no sampled document matched ride the base tree (as in runs) or the tree of "
                              "the cluster with the most sampled documents (a variant)")
     parser.add_argument("--results", type=Path, help="JSON lines: rows appended as computed, and reused")

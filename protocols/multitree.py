@@ -3,7 +3,8 @@
 Implements "Scalable Content-Based Routing in Pub/Sub Systems" (subscription clusters, a cost
 model from published samples, low-stretch spanning trees): Algorithm 1 (COMPUTETREE),
 Algorithm 2 (MULT2), Algorithm 3 (MULT) and the coordinator of its section VI, with the
-baselines SINGLE, SPT and OPT. The algorithms live in protocols/trees.py; this module is the
+baselines SINGLE, SPT and OPT. The trees are protocols/trees.py, the planning and the
+coordinator's role protocols/planning.py; this module is the
 broker that routes on their trees, on any connected overlay (cycles allowed).
 
 - Every broker knows the overlay and the coordinator's breadth-first tree T0 (neighbours in
@@ -70,19 +71,18 @@ none.
 from __future__ import annotations
 
 import random
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
-from functools import cached_property
 
 import networkx as nx
 import numpy as np
 
-from . import trees
+from . import planning, trees
 from .broker import Route, configured
 from .errors import unknown_key
-from .index import FilterIndex
 from .language import Filter
 from .messages import Message
+from .planning import Coordinator, Plan
 from .plugins import OFF, Needs, Protocol
 from .routing import LOCAL, RoutingTable
 
@@ -130,8 +130,8 @@ class MultitreeSettings:
             raise ValueError(f"plan: expected one of {', '.join(PLANS)}, got {values['plan']!r}")
         if values.get("span", cls.span) not in trees.SPANS:
             raise ValueError(f"span: expected one of {', '.join(trees.SPANS)}, got {values['span']!r}")
-        if values.get("unsampled", cls.unsampled) not in trees.UNSAMPLED:
-            raise ValueError(f"unsampled: expected one of {', '.join(trees.UNSAMPLED)}, got {values['unsampled']!r}")
+        if values.get("unsampled", cls.unsampled) not in planning.UNSAMPLED:
+            raise ValueError(f"unsampled: expected one of {', '.join(planning.UNSAMPLED)}, got {values['unsampled']!r}")
         coordinator = values.get("coordinator")
         if coordinator is not None and not isinstance(coordinator, str):
             raise ValueError(f"coordinator: expected a broker name, got {coordinator!r}")
@@ -142,54 +142,6 @@ class MultitreeSettings:
     def check_brokers(self, brokers) -> None:
         if self.coordinator is not None and self.coordinator not in brokers:
             raise ValueError(f"coordinator: {self.coordinator!r} is not a broker of the overlay")
-
-
-@dataclass(frozen=True, eq=False)
-class Plan:
-    """What an install carries: one object shared by every broker, never changed. Per
-    registered subscription (arrays, in registration order) its group, home broker index and
-    cluster; per group (index g) its text and filter."""
-
-    epoch: int
-    trees: tuple[trees.Tree, ...]
-    cluster_of_group: dict[str, int]
-    groups: tuple[tuple[str, Filter], ...]
-    sub_group: np.ndarray
-    sub_home: np.ndarray
-    by_home: dict[int, dict]  # home broker index -> its registered subscriptions' keys -> group index
-    opt: bool = False
-    flooded: bool = False  # SemCast: a copy goes to every broker of the channel
-
-    @cached_property
-    def group_index(self) -> dict[str, int]:
-        return {text: g for g, (text, _) in enumerate(self.groups)}
-
-    @cached_property
-    def group_cluster(self) -> np.ndarray:
-        return np.array([self.cluster_of_group.get(text, 0) for text, _ in self.groups], np.int64)
-
-    @cached_property
-    def sub_cluster(self) -> np.ndarray:
-        return self.group_cluster[self.sub_group]
-
-    @cached_property
-    def index(self) -> FilterIndex:
-        """The groups' filters (keys: group indices), built once per process and shared by
-        every broker there (each points ``work`` at its own counters before a query)."""
-        index = FilterIndex()
-        for g, (_, f) in enumerate(self.groups):
-            index.add(g, f)
-        return index
-
-    def __getstate__(self) -> dict:
-        """Without what each process derives (the index above all)."""
-        derived = ("group_index", "group_cluster", "sub_cluster", "index")
-        return {k: v for k, v in self.__dict__.items() if k not in derived}
-
-    def homes(self, text: str) -> Counter:
-        """The home brokers of a group's registered subscriptions (with multiplicity)."""
-        g = self.group_index.get(text)
-        return Counter() if g is None else Counter(self.sub_home[self.sub_group == g].tolist())
 
 
 class Overlay:
@@ -304,15 +256,9 @@ class Multitree:
         self.floods: dict[str, list] = {}  # flood id -> [upstream (None: started here), acks awaited, epoch]
         self.unready: dict[int, int] = {}  # epoch -> floods started here, not yet acknowledged
         self.sampler = random.Random(f"{self.settings.get('seed', 0)}/multitree/{name}")
-        self.coordinating = name == self.overlay.coordinator
-        if self.coordinating:
-            self.registry: dict[tuple[str, int], tuple[Filter, int]] = {}
-            self.registry_index = FilterIndex()
-            self.window: deque = deque()  # (t, Doc)
-            self.next_recompute = 0  # the first plan as soon as there is a sample
-            self.current: Plan | None = None
-            self.installing: tuple[int, set] | None = None  # (epoch, brokers ready)
-            self.epoch_count = 0
+        self.coordinator = (Coordinator(self.overlay, self.multitree, self.settings.get("seed", 0),
+                                        self.settings.get(OFFLINE_SAMPLE))
+                            if name == self.overlay.coordinator else None)
 
     @property
     def prt_size(self) -> int:
@@ -341,7 +287,7 @@ class Multitree:
 
     def _up(self, msg: Message, ctx) -> None:
         """Toward the coordinator on T0 (handled here at the coordinator)."""
-        if self.coordinating:
+        if self.coordinator is not None:
             self._at_coordinator(msg, ctx)
         else:
             ctx.send(self.overlay.names[self.overlay.base.parent[self.me]], msg)
@@ -550,112 +496,33 @@ class Multitree:
         self.active = msg.header("epoch")
         for number in [n for n in self.epochs if n < self.active - 1]:  # the previous one serves copies in flight
             del self.epochs[number]
-        if self.coordinating:
+        if self.coordinator is not None:
             ctx.event("multitree_activated", epoch=self.active)
 
     # ------------------------------------------------------------------ the coordinator
 
     def _at_coordinator(self, msg: Message, ctx) -> None:
+        coordinator = self.coordinator
         if msg.kind == "mt_register":
-            self.registry[msg.key] = (msg.filter, msg.header("home"))
-            self.registry_index.add(msg.key, msg.filter)
+            coordinator.register(msg.key, msg.filter, msg.header("home"))
         elif msg.kind == "mt_unregister":
-            if self.registry.pop(msg.key, None) is not None:
-                self.registry_index.remove(msg.key)
+            coordinator.unregister(msg.key)
         elif msg.kind == "mt_sample":
-            self.window.append((ctx.now, self._document(msg.publication, msg.header("publisher"))))
-        elif msg.kind == "mt_ready" and self.installing and msg.header("epoch") == self.installing[0]:
-            ready = self.installing[1]
-            ready.add(msg.header("broker"))
-            if len(ready) == len(self.overlay.names):
-                self.installing = None
-                self.on_mt_activate(Message("mt_activate", msg.id, headers=(("epoch", msg.header("epoch")),)), None, ctx)
-
-    def _document(self, publication, publisher: int) -> trees.Doc:
-        names = self.overlay.names
-        groups: dict[str, set[str]] = {}
-        for key in self.registry_index.keys_of(self.registry_index.match(publication).slots):
-            f, home = self.registry[key]
-            groups.setdefault(str(f), set()).add(names[home])
-        return trees.Doc(names[publisher], tuple(sorted((g, tuple(sorted(b))) for g, b in groups.items())))
+            coordinator.sample(ctx.now, msg.publication, msg.header("publisher"))
+        elif msg.kind == "mt_ready" and coordinator.ready(msg.header("epoch"), msg.header("broker")):
+            self.on_mt_activate(Message("mt_activate", msg.id, headers=(("epoch", msg.header("epoch")),)), None, ctx)
 
     def tick(self, ctx) -> None:
         super().tick(ctx)
-        if not self.coordinating or ctx.now < self.next_recompute:
+        if self.coordinator is None:
             return
-        if self.multitree.plan == "offline":
-            self._plan_offline(ctx)
+        planned = self.coordinator.plan_due(ctx.now)
+        if planned is None:
             return
-        while self.window and self.window[0][0] < ctx.now - self.multitree.window_us:
-            self.window.popleft()
-        if self.installing is not None or not self.window:
-            return  # again at the next tick
-        if self.current is not None and self.multitree.algorithm in ("SPT", "OPT"):
-            return
-        self.next_recompute = ctx.now + self.multitree.recompute_us
-        self._recompute(ctx)
-
-    def _plan_offline(self, ctx) -> None:
-        """The paper's evaluation: one plan, at the first tick from the workload's first
-        publication on, from the sample of its documents drawn before the run (matched against
-        the subscriptions registered by then)."""
-        at_us, sample = self.settings[OFFLINE_SAMPLE]
-        if self.current is not None or ctx.now < at_us or not sample:
-            return
-        index = self.overlay.index
-        self.window = deque((ctx.now, self._document(publication, index[publisher])) for publisher, publication in sample)
-        self._recompute(ctx)
-
-    def _members(self) -> dict[str, tuple[str, ...]]:
-        """Per group, the brokers of its registered subscriptions."""
-        names, members = self.overlay.names, {}
-        for f, home in self.registry.values():
-            members.setdefault(str(f), set()).add(names[home])
-        return {g: tuple(sorted(b)) for g, b in members.items()}
-
-    def _recompute(self, ctx) -> None:
-        docs = [doc for _, doc in self.window]
-        seed, graph, algorithm = self.settings.get("seed", 0), self.overlay.graph, self.multitree.algorithm
-        planner = trees.Planner(graph, docs, seed, self._members(), self.multitree.span)
-        before = self._plan_cost(planner)
-        offline = self.multitree.plan == "offline"  # the paper's evaluation: its SINGLE serves every group
-        tree_list, groups, cost = trees.configure(planner, algorithm, self.overlay.base, single_for_all=offline,
-                                                  unsampled=self.multitree.unsampled)
-        install = before is None or (before - cost) > self.multitree.improvement * before
-        steps = {"steps": [[s.trees, s.cost, s.duplicates] for s in planner.steps]} if planner.steps else {}
-        ctx.event("multitree_recomputed", algorithm=algorithm, docs=len(docs), clusters=len(tree_list),
-                  cost_before=before, cost_after=cost, trees_computed=planner.trees_computed, installed=install,
-                  **steps)
-        if install:
-            self.epoch_count += 1
-            plan = self._plan(self.epoch_count, tree_list, groups)
-            self.current, self.installing = plan, (plan.epoch, set())
+        recomputed, plan = planned
+        ctx.event("multitree_recomputed", **recomputed)
+        if plan is not None:
             self.on_mt_install(Message("mt_install", f"E{plan.epoch}", headers=(("plan", plan),)), None, ctx)
-
-    def _plan(self, epoch: int, tree_list: list[trees.Tree], cluster_of_group: dict[str, int]) -> Plan:
-        algorithm = self.multitree.algorithm
-        texts: dict[str, int] = {}
-        groups, sub_group, sub_home, by_home = [], [], [], {}
-        for key, (f, home) in self.registry.items():
-            text = str(f)
-            if text not in texts:
-                texts[text] = len(groups)
-                groups.append((text, f))
-            sub_group.append(texts[text])
-            sub_home.append(home)
-            by_home.setdefault(home, {})[key] = texts[text]
-        return Plan(epoch, tuple(tree_list), cluster_of_group, tuple(groups), np.array(sub_group, np.int64),
-                    np.array(sub_home, np.int64), by_home, opt=algorithm == "OPT", flooded=algorithm == "SemCast")
-
-    def _plan_cost(self, planner: trees.Planner) -> int | None:
-        """The current configuration's cost on the window (None while publications flood)."""
-        plan = self.current
-        if plan is None:
-            return None
-        if plan.opt:
-            return trees.opt_cost(planner.graph, planner.docs)
-        return planner.configuration_cost(plan.trees, plan.cluster_of_group, plan.flooded)
-
 
 
 def offline_sample(injections, fraction: float, seed: int) -> tuple[int, tuple]:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import topologies
-from protocols import trees
+from protocols import planning, trees
 from protocols.multitree import OFFLINE_SAMPLE, PLANS, MultitreeSettings, offline_sample
 from workloads.generators import GENERATORS
 from workloads.trace import compile_trace
@@ -139,7 +139,7 @@ def test_steiner_trees_are_within_twice_the_smallest_and_as_networkx_mehlhorn():
 
 def test_clusterings_cost_no_more_than_one_tree_and_opt_costs_least():
     graph = topologies.transit_stub(seed=4)
-    planner = trees.Planner(graph, sampled_docs(graph, 60, 4))
+    planner = planning.Planner(graph, sampled_docs(graph, 60, 4))
     single = planner.cost(planner.single())
     mult, mult2 = planner.cost(planner.mult()), planner.cost(planner.mult2())
     assert mult <= single and mult2 <= single
@@ -150,7 +150,7 @@ def test_clusterings_cost_no_more_than_one_tree_and_opt_costs_least():
         assert sorted(groups) == planner.sampled_groups()
 
 
-def duplicates_by_paths(graph: nx.Graph, planner: trees.Planner, clusters, channels: bool = False) -> int:
+def duplicates_by_paths(graph: nx.Graph, planner: planning.Planner, clusters, channels: bool = False) -> int:
     """The duplicates of a configuration counted from tree paths (networkx): per document,
     the brokers each of its trees reaches (the paths from its publisher to its matching
     brokers of that cluster, or to every broker of the channel) beyond the publisher's, summed,
@@ -176,12 +176,12 @@ def test_the_merge_steps_run_from_a_tree_per_group_and_count_cost_and_duplicates
     graph = topologies.transit_stub(seed=4)
     docs = sampled_docs(graph, 60, 4)
     members = {group: brokers for doc in docs for group, brokers in doc.groups}
-    planner = trees.Planner(graph, docs, members=members)
+    planner = planning.Planner(graph, docs, members=members)
     clusters = getattr(planner, algorithm)()
     steps = planner.steps
     channels = algorithm == "semcast"
     singles = [planner.channel([g]) if channels else planner.cluster([g]) for g in planner.sampled_groups()]
-    assert steps[0] == trees.Step(len(singles), planner.cost(singles), duplicates_by_paths(graph, planner, singles, channels))
+    assert steps[0] == planning.Step(len(singles), planner.cost(singles), duplicates_by_paths(graph, planner, singles, channels))
     assert steps[0].duplicates > 0  # documents matching several groups
     assert all(later.trees < earlier.trees for earlier, later in zip(steps, steps[1:]))
     chosen = next(s for s in steps if s.trees == len(clusters) and s.cost == planner.cost(clusters))
@@ -196,7 +196,7 @@ def test_the_merge_steps_run_from_a_tree_per_group_and_count_cost_and_duplicates
 def test_a_semcast_channel_costs_the_way_to_all_its_brokers_even_for_groups_no_document_matched():
     graph = nx.path_graph([f"b{i}" for i in range(6)])  # b0 - b1 - ... - b5
     docs = [trees.Doc("b0", (("g1", ("b2",)),))]  # matches g1 (at b2) only
-    planner = trees.Planner(graph, docs, members={"g1": ("b2",), "g2": ("b5",)})
+    planner = planning.Planner(graph, docs, members={"g1": ("b2",), "g2": ("b5",)})
     line = trees.Tree(graph, sorted(graph))
     channel = {"g1": 1, "g2": 1}
     assert planner.configuration_cost([line, line], channel, flooded=True) == 5  # b0 to b5
@@ -234,7 +234,7 @@ def test_an_overlay_spanning_computetree_keeps_the_path_the_samples_use_and_span
 def test_unfiltered_spt_sends_every_document_across_every_tree_edge():
     graph = topologies.transit_stub(seed=4)
     docs = sampled_docs(graph, 30, 4)
-    planner = trees.Planner(graph, docs)
+    planner = planning.Planner(graph, docs)
     tree = trees.Tree(trees.spt(graph, 1), planner.names)
     assert planner.flooded_cost(tree) == 30 * (graph.number_of_nodes() - 1)
     assert planner.cost_on(tree, planner.sampled_groups()) < planner.flooded_cost(tree)
@@ -244,20 +244,20 @@ def test_the_papers_single_tree_serves_groups_no_sample_matched():
     graph = topologies.transit_stub(seed=4)
     docs = sampled_docs(graph, 20, 4)
     members = {f"g{i}": ("x",) for i in range(30)}  # g12..g29: no document matches them
-    planner = trees.Planner(graph, docs, members=members)
+    planner = planning.Planner(graph, docs, members=members)
     base = trees.Tree(trees.bfs_tree(graph, min(graph)), planner.names)
-    _, ours, _ = trees.configure(planner, "SINGLE", base)
-    _, papers, cost = trees.configure(planner, "SINGLE", base, single_for_all=True)
+    _, ours, _ = planning.configure(planner, "SINGLE", base)
+    _, papers, cost = planning.configure(planner, "SINGLE", base, single_for_all=True)
     assert set(ours) == set(planner.sampled_groups()) and set(papers) == set(members)
     assert set(papers.values()) == {1} and cost == planner.cost(planner.single())
-    _, mult, _ = trees.configure(planner, "MULT", base)
-    _, moved, _ = trees.configure(planner, "MULT", base, unsampled="largest")  # the variant: not on T0
+    _, mult, _ = planning.configure(planner, "MULT", base)
+    _, moved, _ = planning.configure(planner, "MULT", base, unsampled="largest")  # the variant: not on T0
     clusters = planner.mult()
     largest = 1 + max(range(len(clusters)), key=lambda i: (len(clusters[i].docs), -i))
     assert set(mult) == set(planner.sampled_groups()) and set(moved) == set(members)
     assert {moved[g] for g in members if g not in mult} == {largest} and all(moved[g] == mult[g] for g in mult)
     with pytest.raises(ValueError, match="unsampled: expected one of base, largest"):
-        trees.configure(planner, "MULT", base, unsampled="nearest")
+        planning.configure(planner, "MULT", base, unsampled="nearest")
 
 
 def test_the_offline_sweep_costs_every_algorithm_per_dataset_keeps_its_rows_and_draws_figs_5_and_8(
@@ -455,15 +455,15 @@ def test_groups_no_sample_matched_ride_the_largest_clusters_tree_and_deliveries_
     graph = topologies.transit_stub(seed=3)
     records = keyword_records(graph)
     plans = {}
-    for unsampled in trees.UNSAMPLED:
+    for unsampled in planning.UNSAMPLED:
         pump = Pump(graph, mt_protocol(algorithm, records, graph, plan="offline", sample=0.05, unsampled=unsampled))
         run_in_two_halves(pump, records, min(graph))
         assert sorted(pump.deliveries) == sorted(expected_deliveries(records))
-        coordinator = pump.brokers[min(graph)]
+        coordinator = pump.brokers[min(graph)].coordinator  # the coordinator broker's planning role
         plans[unsampled] = coordinator.current.cluster_of_group
     base, largest = plans["base"], plans["largest"]
     moved = set(largest) - set(base)
-    assert moved and set(largest) == set(coordinator._members())  # every registered group on a cluster's tree
+    assert moved and set(largest) == set(coordinator.members())  # every registered group on a cluster's tree
     assert all(largest[g] == base[g] for g in base) and len({largest[g] for g in moved}) == 1
     assert 0 not in largest.values()
 
@@ -480,7 +480,7 @@ def test_an_offline_plan_is_the_online_coordinators_first_plan_from_the_same_doc
         protocol = mt_protocol(algorithm, first_half, graph, plan=plan, span="overlay")
         pump = Pump(graph, protocol)
         run_in_two_halves(pump, records, min(graph))
-        plans[plan] = pump.brokers[min(graph)].current
+        plans[plan] = pump.brokers[min(graph)].coordinator.current
         if plan == "offline":
             assert not [s for s in pump.sent if s[2] == "mt_sample"]  # nothing sampled during the run
     online, offline = plans["online"], plans["offline"]
@@ -515,12 +515,12 @@ def test_the_cost_model_counts_the_copies_of_every_sampled_document(algorithm):
     records = keyword_records(graph, seed=6)
     pump = Pump(graph, mt_protocol(algorithm))
     _, routed, planned = run_in_two_halves(pump, records, min(graph))
-    coordinator = pump.brokers[min(graph)]
+    coordinator = pump.brokers[min(graph)].coordinator  # the coordinator broker's planning role
     later = [doc for t, doc in coordinator.window if t > planned]  # every document is sampled
     assert len(later) == 150
     copies = sum(1 for s in routed if s[2] == "pub")
-    planner = trees.Planner(coordinator.overlay.graph, later, members=coordinator._members())
-    assert coordinator._plan_cost(planner) == copies > 0
+    planner = planning.Planner(coordinator.overlay.graph, later, members=coordinator.members())
+    assert coordinator.plan_cost(planner) == copies > 0
 
 
 def test_subscriptions_and_unsubscriptions_after_the_plan_route_exactly():
@@ -600,7 +600,7 @@ def test_a_subscription_the_plan_missed_is_flooded_and_acknowledged_before_activ
     graph = topologies.transit_stub(seed=8)
     records = keyword_records(graph, seed=8, documents=160)
     pump = Pump(graph, mt_protocol("MULT"))
-    coordinator = pump.brokers[min(graph)]
+    coordinator = pump.brokers[min(graph)].coordinator  # the coordinator broker's planning role
     injections = compile_trace(records, pump.brokers)
     publications = [i for i, inj in enumerate(injections) if inj.message.kind == "pub"]
     for inj in injections[:publications[80]]:
