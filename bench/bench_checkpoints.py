@@ -20,7 +20,7 @@ from comparison import SCENARIOS, print_table
 from actors import checkpoints  # noqa: E402  (comparison puts the project on the path)
 from actors.coordinator import run  # noqa: E402
 from actors.results import STREAMED, read_table  # noqa: E402
-from experiments.scenario import resolve  # noqa: E402
+from experiments.build import resolve  # noqa: E402
 from fingerprint import table_hash  # noqa: E402
 
 

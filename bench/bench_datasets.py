@@ -13,7 +13,7 @@ import numpy as np
 from comparison import SCENARIOS, print_table
 
 from analysis.style import plt
-from experiments.scenario import resolve
+from experiments.build import resolve
 from workloads.structure import matching_shares
 
 DATASETS = {  # name: (scenario, configuration, the paper's mean share)

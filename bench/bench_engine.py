@@ -29,7 +29,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.coordinator import run  # noqa: E402
-from experiments.scenario import resolve  # noqa: E402
+from experiments.build import resolve  # noqa: E402
 
 
 def scenario(operations: int, profile: str, hosts, covering: str = "none") -> dict:

@@ -36,7 +36,7 @@ from actors import coordinator, transports
 from actors.checkpoints import Checkpoints
 from actors.host import BrokerHost, next_window_start, window_end
 from actors.partition import partition
-from experiments.scenario import resolve
+from experiments.build import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from actors.coordinator import run  # noqa: E402
-from experiments.scenario import resolve  # noqa: E402
+from experiments.build import resolve  # noqa: E402
 
 SCENARIOS = ROOT / "experiments" / "scenarios"
 

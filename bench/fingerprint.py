@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.coordinator import run  # noqa: E402
 from actors.results import STREAMED, read_table  # noqa: E402
-from experiments.scenario import resolve  # noqa: E402
+from experiments.build import resolve  # noqa: E402
 
 from bench_engine import scenario as engine_scenario  # noqa: E402
 

@@ -83,7 +83,7 @@ def run_directories(paths: list[str]) -> list[RunDir]:
 def load_run(run_dir: RunDir, injections: list | None = None) -> RunData:
     """A complete run's manifest and the oracle of the workload its scenario builds (or of
     ``injections``, the workload the run was given, where the caller holds it)."""
-    from experiments.scenario import rebuild_workload
+    from experiments.build import rebuild_workload
 
     try:
         manifest = run_dir.read_json("manifest.json")

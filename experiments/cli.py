@@ -143,7 +143,7 @@ def _stop_run(number: int, frame) -> None:
 
 def _run(args) -> int:
     from actors.coordinator import resume, run
-    from experiments.scenario import resolve
+    from experiments.build import resolve
 
     if args.resume is not None:
         if args.scenario is not None or args.out is not None or args.overrides:
@@ -174,7 +174,7 @@ def _run(args) -> int:
 
 
 def _validate(args) -> int:
-    from experiments.scenario import workloads_shared
+    from experiments.build import workloads_shared
 
     with workloads_shared():
         for path in args.scenarios:
@@ -183,7 +183,7 @@ def _validate(args) -> int:
 
 
 def _validate_one(path: Path, overrides: list[str], stats: bool, stats_at: list[float]) -> None:
-    from experiments.scenario import resolve
+    from experiments.build import resolve
 
     spec = resolve(path, overrides)
     duration = "until idle" if spec.duration_us is None else f"{spec.duration_us / 1e6:g} s"
@@ -248,7 +248,7 @@ def analyse_reports(reports: list, bucket: float | None = None, master: str = "l
 
 def _sweep(args) -> int:
     from experiments import sweep
-    from experiments.scenario import resolve, workloads_shared
+    from experiments.build import resolve, workloads_shared
 
     axes = sweep.parse_grid(args.grid)
     base = resolve(args.scenario, args.overrides)

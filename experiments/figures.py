@@ -343,7 +343,7 @@ def check(figure: Figure, small: bool, repeat: int = 1) -> dict[Instance, str]:
     share a workload build it once. Returns the figure's runs (``repeat`` of each variant,
     seeds counting up from its scenario's, or its one run) and per run what makes it that run:
     its resolved scenario but its name, and where its scenario file's relative paths start."""
-    from experiments.scenario import resolve, workloads_shared
+    from experiments.build import resolve, workloads_shared
 
     if repeat < 1:
         raise InputError(f"--repeat {repeat}: expected at least 1")

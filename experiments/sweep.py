@@ -179,7 +179,7 @@ def _run_point(scenario: str, overrides: list[str], run_dir: str, check: bool = 
     from actors.coordinator import run
     from actors.storage import RunDir
     from experiments.check import check as check_run
-    from experiments.scenario import resolve
+    from experiments.build import resolve
 
     started = time.perf_counter()
     checked = None

@@ -16,7 +16,7 @@ def scenario_records(path, overrides=()) -> list[dict]:
     """The trace records the workload generator of the scenario at ``path`` makes."""
     from pathlib import Path
 
-    from experiments.scenario import generated_records, resolve
+    from experiments.build import generated_records, resolve
 
     spec = resolve(Path(path), list(overrides))
     return generated_records(spec.scenario, spec.graph, Path(path).parent, Path(path))

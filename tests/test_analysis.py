@@ -22,7 +22,7 @@ from analysis.job import Requested, default_bucket_us
 from analysis.metrics import overlay_positions
 from analysis.runs import Run, RunError
 from analysis.window import WHOLE_RUN, Window
-from experiments.scenario import resolve
+from experiments.build import resolve
 from tests.conftest import PROJECT_ROOT
 
 SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"

@@ -11,7 +11,7 @@ from actors.coordinator import run
 from actors.transports import relays
 from actors.partition import host_weights, partition
 from actors.results import read_table
-from experiments.scenario import resolve
+from experiments.build import resolve
 from tests.conftest import PROJECT_ROOT
 
 SCENARIO = PROJECT_ROOT / "experiments" / "scenarios" / "relocation_small_enterprise_grape_load.yaml"
@@ -25,7 +25,7 @@ import ray
 from ray.cluster_utils import Cluster
 from actors.coordinator import run
 from actors.transports import ray_runtime_env
-from experiments.scenario import resolve
+from experiments.build import resolve
 
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": int(sys.argv[3]), "include_dashboard": False})
 workers = [cluster.add_node(num_cpus=1) for _ in range(int(sys.argv[4]))]

@@ -14,7 +14,7 @@ from experiments import figures
 from experiments.cli import main
 from analysis.job import PLOTS_OVER_TIME
 from analysis.window import label_in
-from experiments.scenario import resolve, workloads_shared
+from experiments.build import resolve, workloads_shared
 from protocols.errors import InputError
 from tests.conftest import PROJECT_ROOT
 

@@ -286,7 +286,7 @@ def test_good_trace_validates(tmp_path, capsys):
 def test_scenarios_that_share_a_workload_build_it_once_inside_workloads_shared(tmp_path):
     """Same workload section, seed, overlay and trace file: one build; another seed, another
     overlay or a trace file that changed: a build of its own; outside the context: always."""
-    from experiments.scenario import resolve, workloads_shared
+    from experiments.build import resolve, workloads_shared
 
     generated = {"generator": {"name": "random_mix", "operations": 40}}
     files = {

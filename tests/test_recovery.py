@@ -14,7 +14,7 @@ import topologies
 from actors import coordinator, transports
 from actors.results import STREAMED, read_table
 from experiments.cli import main
-from experiments.scenario import resolve
+from experiments.build import resolve
 
 from .conftest import PROJECT_ROOT
 
@@ -131,7 +131,7 @@ def test_a_run_fails_once_it_lost_hosts_more_often_than_allowed(write_scenario, 
 DRIVER = """
 import os, signal, sys
 from actors import checkpoints, coordinator
-from experiments.scenario import resolve
+from experiments.build import resolve
 
 take = checkpoints.Checkpoints.take
 

@@ -18,7 +18,7 @@ from actors.host import FULL_COLLECTION_EVERY, BrokerHost
 from actors.partition import boundary_distances, partition
 from actors.results import read_table
 from experiments.cli import main
-from experiments.scenario import resolve
+from experiments.build import resolve
 from workloads.generators import random_mix
 
 from .oracle import expected_deliveries

@@ -5,7 +5,7 @@ import pytest
 
 from actors.results import read_table
 from experiments.cli import main
-from experiments.scenario import workloads_shared
+from experiments.build import workloads_shared
 
 from .test_analysis import false_positives_by_components
 

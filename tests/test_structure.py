@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from experiments.cli import main
-from experiments.scenario import resolve
+from experiments.build import resolve
 from protocols.language import covers, matches, parse_filter, parse_publication
 from tests.conftest import PROJECT_ROOT
 from tests.strategies import any_filters
