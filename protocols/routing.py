@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .index import NO_GROUP, FilterIndex, Key, Match, Work, _grown
+from .index import NO_GROUP, FilterIndex, Key, Match, Work
+from .index_storage import _grown
 from .language import Filter, Publication
 
 LOCAL = -1  # last hop of an entry a local client issued

@@ -1,0 +1,724 @@
+"""The filter index's storage (protocols/index.py): the vocabulary that encodes strings in
+order, the work counters, per attribute its places and columns of interval cells, each
+entry's row of cells, its slot, key and filter, and the table's upkeep as entries come and
+go (columns kept sorted, arenas compacted, strings re-encoded)."""
+from __future__ import annotations
+
+import bisect
+import itertools
+from dataclasses import dataclass, fields
+from typing import Callable, Hashable
+
+import numpy as np
+
+from . import kernels
+from .language import (
+    NUMERIC,
+    STRING,
+    Constraint,
+    Filter,
+    Publication,
+)
+
+Key = Hashable
+SORTED_COLUMN = 2048  # cells from which a numeric interval column is kept sorted by lower bound
+_GAP = 1024.0
+NO_GROUP = -2  # a slot's group when it has none (group -1: a routing table's local entries)
+
+
+@dataclass(slots=True)
+class Work:
+    """Work counters per query family, ``match`` (publications against subscriptions,
+    subscriptions against advertisements and back: PADRES's "matching") and ``cover``
+    (covering and covered-by queries): queries, entries in the table, and predicates a
+    counting matcher compares (every cell of the queried attributes' interval columns and of
+    the equality buckets that can pass); residual checks are candidates re-checked with the
+    scalar oracle; inserted entries and the entries already in the tables they joined (a
+    Rete-style table, as PADRES's, pays for inserting into a big table)."""
+
+    match_queries: int = 0
+    match_entries: int = 0
+    match_predicates: int = 0
+    cover_queries: int = 0
+    cover_entries: int = 0
+    cover_predicates: int = 0
+    residual_checks: int = 0
+    inserts: int = 0
+    insert_entries: int = 0
+
+    def reset(self) -> None:
+        self.__init__()  # every counter back to its default, 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in _WORK_COUNTERS}
+
+
+_WORK_COUNTERS = tuple(f.name for f in fields(Work))
+
+
+class Vocabulary:
+    """Order-preserving float codes for strings, with gaps so inserts rarely renumber.
+
+    Codes of known strings are distinct and ordered like the strings; an unknown string gets
+    a code strictly between its neighbours', so comparisons against known codes stay exact.
+    ``version`` changes whenever existing codes change (an index then re-encodes its cells);
+    ``generation`` whenever any code may change, an unknown word's too: on every new word.
+    Generations are unique in the process, so a message's encoding cached under one
+    (``points``, ``probes``) is this vocabulary's and current. One vocabulary serves every
+    routing table of a process (``FilterIndex``), so a message is encoded once per process,
+    not once per table it meets.
+    """
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.codes: list[float] = []
+        self.code_of: dict[str, float] = {}
+        self.version = 0
+        self.generation = next(_GENERATIONS)
+
+    def _between(self, i: int) -> float:
+        if not self.words:
+            return 0.0
+        if i == 0:
+            return self.codes[0] - _GAP
+        if i == len(self.words):
+            return self.codes[-1] + _GAP
+        return (self.codes[i - 1] + self.codes[i]) / 2
+
+    def _fits(self, code: float, i: int) -> bool:
+        return (i == 0 or code > self.codes[i - 1]) and (i == len(self.codes) or code < self.codes[i])
+
+    def add(self, word: str) -> None:
+        if word in self.code_of:
+            return
+        i = bisect.bisect_left(self.words, word)
+        code = self._between(i)
+        fits = self._fits(code, i)
+        self.words.insert(i, word)
+        self.codes.insert(i, code)
+        self.code_of[word] = code
+        self.generation = next(_GENERATIONS)
+        if not fits:
+            self._renumber()
+
+    def _renumber(self) -> None:
+        self.codes = [k * _GAP for k in range(len(self.words))]
+        self.code_of = dict(zip(self.words, self.codes))
+        self.version += 1
+
+    def code(self, word: str) -> float:
+        """The code of ``word``; unknown words get a code between their neighbours'."""
+        known = self.code_of.get(word)
+        if known is not None:
+            return known
+        i = bisect.bisect_left(self.words, word)
+        code = self._between(i)
+        if not self._fits(code, i):  # no float left between the neighbours
+            self.add(word)
+            return self.code_of[word]
+        return code
+
+    def bounds(self, c: Constraint) -> tuple[float, bool, float, bool]:
+        lo = -np.inf if c.lo is None else self._encode(c.lo, c.type)
+        hi = np.inf if c.hi is None else self._encode(c.hi, c.type)
+        return lo, c.lo_open, hi, c.hi_open
+
+    def _encode(self, value, type_: str) -> float:
+        return self.code(value) if type_ == STRING else float(value)
+
+    def points(self, publication: Publication) -> list[tuple]:
+        """A publication's points (attribute, type, code, value), encoded once per generation."""
+        return self._cached(publication, lambda: [
+            (attr, STRING, self.code(v), v) if isinstance(v, str) else (attr, NUMERIC, float(v), v)
+            for attr, v in publication.items
+        ])
+
+    def probes(self, f: Filter) -> list[tuple]:
+        """A conjunction's probes (attribute, type, bounds, residual, constraint), encoded
+        once per generation."""
+        return self._cached(f, lambda: [
+            (attr, c.type, self.bounds(c), c.residual, c) for attr, c in f.constraints.items()
+        ])
+
+    def _cached(self, message, encode: Callable[[], list]) -> list[tuple]:
+        cached = message.encoded
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        while True:  # encoding an unknown word may add it (no float left between neighbours)
+            generation = self.generation
+            encoded = encode()
+            if generation == self.generation:
+                object.__setattr__(message, "encoded", (generation, encoded))
+                return encoded
+
+
+_GENERATIONS = itertools.count(1)
+PROCESS_VOCABULARY = Vocabulary()
+
+
+def _grown(array: np.ndarray, size: int, keep: int) -> np.ndarray:
+    """A zeroed copy of ``array`` with room for ``size`` items, its first ``keep`` kept."""
+    grown = np.zeros(size, array.dtype)
+    grown[:keep] = array[:keep]
+    return grown
+
+
+class _Arena:
+    """The cells of every column of one index, in parallel arrays; columns are segments.
+    ``line`` is a cell's place in its slot's row (to find the cell again when another moves)."""
+
+    NAMES = ("slots", "lo", "hi", "bits", "line")
+
+    def __init__(self) -> None:
+        self.slots = np.zeros(64, np.int32)
+        self.lo = np.zeros(64)
+        self.hi = np.zeros(64)
+        self.bits = np.zeros(64, np.uint8)
+        self.line = np.zeros(64, np.int32)
+        self.used = 0
+        self.garbage = 0
+
+    def allocate(self, capacity: int) -> int:
+        if self.used + capacity > len(self.slots):
+            size = max(2 * len(self.slots), self.used + capacity)
+            for name in self.NAMES:
+                setattr(self, name, _grown(getattr(self, name), size, self.used))
+        start = self.used
+        self.used += capacity
+        return start
+
+    def move(self, start: int, size: int, to: int) -> None:
+        self.copy(self, start, size, to)
+
+    def copy(self, source: "_Arena", start: int, size: int, to: int) -> None:
+        for name in self.NAMES:
+            getattr(self, name)[to : to + size] = getattr(source, name)[start : start + size]
+
+
+class _Lines:
+    """Per slot, a run of lines (``width`` values each) in one growing store, a slot's lines
+    together: the kernel reads ``lines[start[slot] : start[slot] + length[slot]]`` from one or
+    two cache lines. Rows of cells are (lo, hi, attribute id * 8 + bits); residual lines are
+    (attribute id, kind, excluded number or condition id); cell offsets are, per line of a
+    row, the offset of that cell in its column."""
+
+    def __init__(self, width: int = 3, dtype=np.float64, capacity: int = 64) -> None:
+        self.width = width
+        self.flat = np.zeros(width * capacity, dtype)
+        self.used = 0
+        self.garbage = 0
+        self.start = np.zeros(8, np.int64)
+        self.length = np.zeros(8, np.int64)
+
+    @property
+    def lines(self) -> np.ndarray:
+        return self.flat.reshape(-1, self.width)  # a view (kept out of the state: pickling would copy it)
+
+    def grow_slots(self, size: int) -> None:
+        self.start = _grown(self.start, size, len(self.start))
+        self.length = _grown(self.length, size, len(self.length))
+
+    def store(self, slot: int, flat_lines) -> None:
+        """Give ``slot`` the lines given as a flat list of values (replacing its old ones)."""
+        self.release(slot)
+        width = self.width
+        count = len(flat_lines) // width
+        if width * (self.used + count) > len(self.flat):
+            if self.garbage > self.used // 2:
+                self._compact()
+            if width * (self.used + count) > len(self.flat):
+                self.flat = _grown(self.flat, max(2 * len(self.flat), width * (self.used + count)), width * self.used)
+        self.start[slot], self.length[slot] = self.used, count
+        self.flat[width * self.used : width * (self.used + count)] = flat_lines
+        self.used += count
+
+    def release(self, slot: int) -> None:
+        self.garbage += self.length[slot]
+        self.length[slot] = 0
+
+    def _compact(self) -> None:
+        """Copy the lines of every slot that has some into the store's front, in slot order."""
+        live = np.flatnonzero(self.length)
+        lengths = self.length[live]
+        starts = np.cumsum(lengths) - lengths
+        lines = np.repeat(self.start[live] - starts, lengths) + np.arange(lengths.sum())
+        kept = self.lines[lines].ravel()
+        self.flat = np.zeros(max(len(self.flat), 2 * len(kept)), self.flat.dtype)
+        self.flat[: len(kept)] = kept
+        self.start[live] = starts
+        self.used, self.garbage = len(lines), 0
+
+
+class _Conditions:
+    """Ids of the string conditions the entries carry (postfixes, substrings, excluded
+    words), per attribute, held by count so that the ids of conditions no entry carries any
+    more are reused. ``evaluate`` decides each condition once for a publication, for the
+    kernel to look up per entry. (Excluded words are conditions rather than codes: a word
+    outside the vocabulary has no code of its own.)"""
+
+    def __init__(self) -> None:
+        self.id_of: dict[tuple[str, str, str], int] = {}  # (attribute, kind, text) -> id
+        self.refs: list[int] = []
+        self.of_attribute: dict[str, dict[int, tuple[str, str]]] = {}  # attribute -> {id: (kind, text)}
+        self.free: list[int] = []
+        self.true = np.zeros(8, np.uint8)  # per id, for the publication last evaluated
+
+    @staticmethod
+    def _named(attr: str, c: Constraint) -> list[tuple[str, str, str]]:
+        if c.type != STRING:
+            return []
+        return ([(attr, "postfix", q) for q in c.postfixes] + [(attr, "substring", q) for q in c.substrings]
+                + [(attr, "excluded", x) for x in sorted(c.excluded)])
+
+    def hold(self, attr: str, c: Constraint) -> None:
+        for name in self._named(attr, c):
+            condition = self.id_of.get(name)
+            if condition is None:
+                condition = self.free.pop() if self.free else len(self.refs)
+                if condition == len(self.refs):
+                    self.refs.append(0)
+                    if condition == len(self.true):
+                        self.true = _grown(self.true, 2 * condition, condition)
+                self.id_of[name] = condition
+                self.of_attribute.setdefault(attr, {})[condition] = name[1:]
+            self.refs[condition] += 1
+
+    def release(self, attr: str, c: Constraint) -> None:
+        for name in self._named(attr, c):
+            condition = self.id_of[name]
+            self.refs[condition] -= 1
+            if not self.refs[condition]:
+                del self.id_of[name], self.of_attribute[attr][condition]
+                self.free.append(condition)
+
+    def ids(self, attr: str, c: Constraint) -> list[int]:
+        return [self.id_of[name] for name in self._named(attr, c)]
+
+    def evaluate(self, items) -> np.ndarray:
+        """Each condition's truth for the string values of a publication's ``items``. Conditions
+        on attributes the publication lacks keep stale values: no entry carrying them can match
+        (every attribute of a matching entry is one the publication has)."""
+        true, of_attribute = self.true, self.of_attribute
+        for attr, value in items:
+            conditions = of_attribute.get(attr) if isinstance(value, str) else None
+            if conditions:
+                for condition, (kind, text) in conditions.items():
+                    if kind == "postfix":
+                        true[condition] = value.endswith(text)
+                    elif kind == "substring":
+                        true[condition] = text in value
+                    else:
+                        true[condition] = value != text
+        return true
+
+
+class _Column:
+    """Cells of one attribute in a segment of the column arena (a cell's offset in it is
+    kept per line of its slot's row, in ``FilterIndex._offsets``).
+
+    A large numeric interval column keeps its first ``sorted`` cells ordered by lower bound,
+    with block summaries in ``FilterIndex._blocks`` under the key ``blocks`` (see
+    ``kernels._candidates``); cells added since are after them, and a sorted cell removed
+    stays in place, dead (slot -1), until the column is sorted again (``FilterIndex._sort``).
+    ``size`` counts every cell in the segment, dead ones too."""
+
+    __slots__ = ("start", "capacity", "size", "place", "sorted", "dead", "blocks")
+
+    def __init__(self, place: "_Place") -> None:
+        self.start = self.capacity = self.size = 0
+        self.sorted = self.dead = 0
+        self.blocks = -1
+        self.place = place
+
+
+class _Place:
+    """Where the cells of one (attribute, type), or of one equality value of it, go: a column
+    for the entries' access cells (see ``FilterIndex``) and one for their other cells."""
+
+    __slots__ = ("access", "others", "size", "attribute")
+
+    def __init__(self, attribute: "_Attribute") -> None:
+        self.access = _Column(self)
+        self.others = _Column(self)
+        self.size = 0  # cells in both columns
+        self.attribute = attribute
+
+
+class _Attribute:
+    """The places of one (attribute, type): its interval cells, and a bucket of equality cells
+    per value."""
+
+    __slots__ = ("id", "interval", "buckets", "values", "cells", "numeric")
+
+    def __init__(self, attr_id: int, numeric: bool) -> None:
+        self.id = attr_id
+        self.numeric = numeric  # its interval columns may be sorted (string codes get renumbered)
+        self.cells = 0  # in all its places
+        self.interval = _Place(self)
+        self.buckets: dict[object, _Place] = {}
+        self.values: list = []  # the buckets' values, sorted
+
+    def place(self, point) -> _Place:
+        """The place of a constraint with this equality value (None: an interval)."""
+        if point is None:
+            return self.interval
+        bucket = self.buckets.get(point)
+        if bucket is None:
+            bucket = self.buckets[point] = _Place(self)
+            bisect.insort(self.values, point)
+        return bucket
+
+    def places(self) -> list[_Place]:
+        return [self.interval, *self.buckets.values()]
+
+    def probed(self, test: int, query) -> tuple[list[_Place], int, bool]:
+        """The non-empty places a probe with the Constraint ``query`` must scan, their cells,
+        and whether the query's equality value is one nearly every entry shares (its bucket
+        holds half of the attribute's cells or more): the interval cells, plus the buckets
+        whose value can pass (a publication's point probes: ``FilterIndex._plan_match``)."""
+        interval = self.interval
+        cells = interval.size
+        places = [interval] if cells else []
+        buckets = self.buckets
+        shared = False
+        if buckets:
+            point = query.point
+            if point is not None or test == kernels.CONTAINS:  # only the point's bucket
+                bucket = None if point is None else buckets.get(point)
+                if bucket is not None and bucket.size:
+                    places.append(bucket)
+                    cells += bucket.size
+                    shared = 2 * bucket.size >= self.cells
+            else:
+                for value in self._values_within(query):
+                    bucket = buckets[value]
+                    if bucket.size:
+                        places.append(bucket)
+                        cells += bucket.size
+        return places, cells, shared
+
+    def _values_within(self, c: Constraint) -> list:
+        """The bucket values inside ``c``'s interval, in order."""
+        values = self.values
+        first = 0 if c.lo is None else (bisect.bisect_right if c.lo_open else bisect.bisect_left)(values, c.lo)
+        end = len(values) if c.hi is None else (bisect.bisect_left if c.hi_open else bisect.bisect_right)(values, c.hi)
+        return values[first:end]
+
+
+class IndexStorage:
+    """The slots, columns and rows of a ``FilterIndex`` and their upkeep."""
+
+
+    def __init__(self, work: Work | None = None, vocabulary: Vocabulary | None = None) -> None:
+        self.work = work if work is not None else Work()
+        self.vocabulary = vocabulary if vocabulary is not None else PROCESS_VOCABULARY
+        self._encoded_version = self.vocabulary.version  # the codes its cells hold
+        self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
+        self._arena = _Arena()
+        self._blocks = _Lines(2)  # per sorted column (its key): (greatest hi, least hi) of each block of cells
+        self._block_keys: list[int] = []  # keys of _blocks no column holds
+        self._block_key_count = 0  # keys ever used
+        self._rows = _Lines()
+        self._offsets = _Lines(1, np.int32)  # per line of a row: its cell's offset in the column
+        self._residual_lines = _Lines()  # per slot: its excluded numbers and string conditions
+        self._conditions = _Conditions()
+        self._keys = np.empty(8, object)  # per slot (an object array: fast to gather)
+        self._slots = 0  # slots ever used
+        self._filters: list[Filter | None] = []
+        self._residual_constraints: list[tuple | None] = []  # per slot: its (attr, Constraint) with residuals
+        self._columns_of: list[list[_Column] | None] = []  # per slot: the columns holding its cells
+        self._slot_of: dict[Key, int] = {}  # an entry's slot
+        self._parts: dict[int, tuple[int, ...]] = {}  # a disjunctive entry's slot -> its disjuncts' slots
+        self._owner = np.zeros(8, np.int64)  # per slot: the entry's slot (a part's entry; else itself)
+        self._part_count = np.zeros(8, np.int32)  # per entry's slot: its disjuncts (1: a conjunction)
+        self._free: list[int] = []
+        self._unsat_slots: set[int] = set()
+        self._group = np.full(8, NO_GROUP, np.int32)  # per slot: its group in ``match`` (a routing table's last hop)
+        self._group_seen = np.zeros(0, np.uint8)  # scratch per group (a routing table sizes it)
+        self._residual = np.zeros(8, bool)  # per slot: has residual constraints (an array, for the queries)
+        self._unsat = np.zeros(8, bool)
+        self._slot_marks = np.zeros(8, np.uint8)  # scratch for the kernels, all zero between calls
+        self._slot_counts = np.zeros(8, np.int32)
+        self._slot_flagged = np.zeros(8, np.uint8)
+        # per attribute id: the query's bounds during a kernel call (_query_set is zero between calls)
+        self._query_set = np.zeros(8, np.uint8)
+        self._query_lo = np.zeros(8)
+        self._query_hi = np.zeros(8)
+        self._query_bits = np.zeros(8, np.uint8)
+
+    # ------------------------------------------------------------------ table upkeep
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._slot_of
+
+    def keys(self) -> list[Key]:
+        return [self._keys[s] for s in sorted(self._slot_of.values())]
+
+    def filter(self, key: Key) -> Filter:
+        return self._filters[self._slot_of[key]]
+
+    def add(self, key: Key, f: Filter) -> None:
+        if key in self._slot_of:
+            raise KeyError(f"{key!r} is already in the index")
+        self.work.inserts += 1
+        self.work.insert_entries += len(self._slot_of)
+        slot = self._new_slot()
+        self._keys[slot] = key
+        self._slot_of[key] = slot
+        if not f.alternatives:
+            self._store(slot, f)
+            return
+        # a disjunction: the entry's slot holds no cells; each disjunct is a part slot of its own
+        self._filters[slot], self._columns_of[slot], self._residual_constraints[slot] = f, [], ()
+        self._residual[slot] = self._unsat[slot] = False
+        parts = self._parts[slot] = tuple(self._new_slot() for _ in f.alternatives)
+        for part, disjunct in zip(parts, f.alternatives):
+            self._owner[part] = slot
+            self._store(part, disjunct)
+        self._part_count[slot] = len(parts)
+
+    def _new_slot(self) -> int:
+        slot = self._free.pop() if self._free else self._grow()
+        self._owner[slot], self._part_count[slot] = slot, 1
+        return slot
+
+    def _store(self, slot: int, f: Filter) -> None:
+        """Give ``slot`` the cells, row and residual lines of conjunction ``f``."""
+        self._filters[slot] = f
+        constraints = f.constraints
+        places, row = [], []
+        access = rank = None
+        empty = False
+        for c in constraints.values():
+            if c.type == STRING:  # a renumbering here re-encodes the cells before the next query
+                for word in (c.lo, c.hi):
+                    if word is not None:
+                        self.vocabulary.add(word)
+        for attr, _, (lo, lo_open, hi, hi_open), _, c in self.vocabulary.probes(f):
+            attribute = self._attribute(attr, c.type)
+            point = c.point
+            place = attribute.place(point)
+            places.append(place)
+            # the access cell: the smallest selective bucket of the entry's equality values
+            # (one holding under half of its attribute's cells) if it has any, else its
+            # smallest interval place, else its smallest bucket: the cells a probe is least
+            # likely to pass
+            place_rank = (point is None or 2 * place.size >= attribute.cells, point is not None, place.size)
+            if rank is None or place_rank < rank:
+                access, rank = place, place_rank
+            empty |= c.empty
+            row += (lo, hi, attribute.id * 8 + kernels.cell_bits(lo_open, hi_open, c.residual))
+        residual = self._residual_constraints[slot] = tuple((a, c) for a, c in constraints.items() if c.residual)
+        self._residual[slot], self._unsat[slot] = bool(residual), empty
+        if empty:
+            self._unsat_slots.add(slot)
+        # the row in attribute order, so that a question about a few attributes finds their
+        # cells in a wide row by bisection (kernels._verify_sparse)
+        order = sorted(range(len(places)), key=lambda j: places[j].attribute.id)
+        columns = self._columns_of[slot] = [places[j].access if places[j] is access else places[j].others for j in order]
+        row = [value for j in order for value in row[3 * j : 3 * j + 3]]
+        offsets = [self._append(column, slot, j, row[3 * j], row[3 * j + 1], int(row[3 * j + 2]) & 7)
+                   for j, column in enumerate(columns)]
+        self._rows.store(slot, row)
+        self._offsets.store(slot, offsets)
+        self._keep_sorted(columns)
+        if residual:
+            for attr, c in residual:
+                self._conditions.hold(attr, c)
+            self._residual_lines.store(slot, self._encode_residuals(residual))
+
+    def remove(self, key: Key) -> Filter:
+        slot = self._slot_of.pop(key)
+        f = self._filters[slot]
+        for part in self._parts.pop(slot, ()):
+            self._release(part)
+        self._release(slot)
+        return f
+
+    def _release(self, slot: int) -> None:
+        """Drop ``slot``'s cells and per-slot state; the slot becomes free."""
+        columns = self._columns_of[slot]
+        for j, column in enumerate(columns):
+            self._remove(column, slot, j)
+        self._rows.release(slot)
+        self._offsets.release(slot)
+        self._keep_sorted(columns)
+        self._residual_lines.release(slot)
+        for attr, c in self._residual_constraints[slot]:
+            self._conditions.release(attr, c)
+        self._keys[slot] = self._filters[slot] = self._columns_of[slot] = None
+        self._residual_constraints[slot] = None
+        self._group[slot] = NO_GROUP
+        self._unsat_slots.discard(slot)
+        self._free.append(slot)
+
+    def _grow(self) -> int:
+        slot = self._slots
+        self._slots += 1
+        self._filters.append(None)
+        self._residual_constraints.append(None)
+        self._columns_of.append(None)
+        if slot == len(self._keys):
+            self._grow_slot_arrays(2 * slot)
+        return slot
+
+    def _grow_slot_arrays(self, size: int) -> None:
+        """Room for ``size`` slots in every per-slot array (subclasses add theirs)."""
+        for name in ("_keys", "_residual", "_unsat", "_slot_marks", "_slot_counts", "_slot_flagged", "_owner",
+                     "_part_count"):
+            old = getattr(self, name)
+            setattr(self, name, _grown(old, size, len(old)))
+        self._group = np.concatenate([self._group, np.full(size - len(self._group), NO_GROUP, np.int32)])
+        self._rows.grow_slots(size)
+        self._offsets.grow_slots(size)
+        self._residual_lines.grow_slots(size)
+
+    def _attribute(self, attr: str, type_: str) -> _Attribute:
+        attribute = self._attributes.get((attr, type_))
+        if attribute is None:
+            attribute = self._attributes[attr, type_] = _Attribute(len(self._attributes), type_ == NUMERIC)
+            if attribute.id == len(self._query_set):
+                for name in ("_query_set", "_query_lo", "_query_hi", "_query_bits"):
+                    old = getattr(self, name)
+                    setattr(self, name, _grown(old, 2 * len(old), len(old)))
+        return attribute
+
+    def _append(self, column: _Column, slot: int, line: int, lo: float, hi: float, bits: int) -> int:
+        """Add the cell of line ``line`` of ``slot``'s row to ``column``; its offset there."""
+        if column.size == column.capacity:
+            self._relocate(column)
+        arena = self._arena
+        offset = column.size
+        i = column.start + offset
+        arena.slots[i], arena.lo[i], arena.hi[i], arena.bits[i], arena.line[i] = slot, lo, hi, bits, line
+        column.size += 1
+        place = column.place
+        place.size += 1
+        place.attribute.cells += 1
+        return offset
+
+    def _remove(self, column: _Column, slot: int, line: int) -> None:
+        offsets = self._offsets
+        offset = int(offsets.flat[offsets.start[slot] + line])
+        last = column.size - 1
+        arena = self._arena
+        if offset < column.sorted:  # a sorted cell dies in place
+            arena.slots[column.start + offset] = -1
+            column.dead += 1
+        else:
+            if offset != last:  # the column's last cell takes the freed place
+                i, j = column.start + offset, column.start + last
+                moved = arena.slots[i] = arena.slots[j]
+                moved_line = arena.line[i] = arena.line[j]
+                arena.lo[i], arena.hi[i], arena.bits[i] = arena.lo[j], arena.hi[j], arena.bits[j]
+                offsets.flat[offsets.start[moved] + moved_line] = offset
+            column.size = last
+        place = column.place
+        place.size -= 1
+        place.attribute.cells -= 1
+
+    def _keep_sorted(self, columns: list[_Column]) -> None:
+        """Sort those of ``columns`` (just changed) that are large numeric interval columns
+        and have no sorted cells yet, or more cells unsorted or dead than an eighth of them."""
+        for column in columns:
+            if column.sorted:
+                if 8 * (column.size - column.sorted + column.dead) > column.sorted:
+                    self._sort(column)
+            elif column.size >= SORTED_COLUMN and column.place.attribute.numeric \
+                    and column.place is column.place.attribute.interval:
+                self._sort(column)
+
+    def _sort(self, column: _Column) -> None:
+        """Order a column's live cells by lower bound and summarise them per block; a column
+        under half of ``SORTED_COLUMN`` cells keeps them unsorted."""
+        arena, start, size = self._arena, column.start, column.size
+        live = start + np.flatnonzero(arena.slots[start : start + size] >= 0)
+        order = live[np.argsort(arena.lo[live], kind="stable")] if len(live) >= SORTED_COLUMN // 2 else live
+        end = start + len(order)
+        for name in _Arena.NAMES:
+            values = getattr(arena, name)
+            values[start:end] = values[order]
+        offsets = self._offsets
+        offsets.flat[offsets.start[arena.slots[start:end]] + arena.line[start:end]] = np.arange(len(order))
+        column.size, column.dead = len(order), 0
+        if column.blocks >= 0:
+            self._blocks.release(column.blocks)
+            self._block_keys.append(column.blocks)
+            column.blocks = -1
+        column.sorted = len(order) if len(order) >= SORTED_COLUMN // 2 else 0
+        if column.sorted:
+            column.blocks = self._block_keys.pop() if self._block_keys else self._new_block_key()
+            firsts = np.arange(0, column.sorted, kernels.BLOCK)
+            hi = arena.hi[start:end]
+            summaries = np.column_stack([np.maximum.reduceat(hi, firsts), np.minimum.reduceat(hi, firsts)])
+            self._blocks.store(column.blocks, summaries.ravel())
+
+    def _new_block_key(self) -> int:
+        key = self._block_key_count
+        self._block_key_count += 1
+        if key == len(self._blocks.start):
+            self._blocks.grow_slots(2 * key)
+        return key
+
+    def _segment(self, column: _Column, lo: float, hi: float, bits: int) -> tuple:
+        """The kernel's description of ``column`` probed with a query bound (see ``kernels._candidates``)."""
+        block0 = self._blocks.start[column.blocks] if column.sorted else 0
+        return column.start, column.size, lo, hi, bits, column.sorted, block0
+
+    def _relocate(self, column: _Column) -> None:
+        """Give a full column twice the room at the arena's end."""
+        arena = self._arena
+        old_start, old_capacity = column.start, column.capacity
+        column.capacity = max(8, 2 * old_capacity)
+        column.start = arena.allocate(column.capacity)
+        if old_capacity:
+            arena.move(old_start, column.size, column.start)
+            arena.garbage += old_capacity
+            if arena.garbage > arena.used // 2:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Copy every column into a fresh arena, leaving room to grow, dropping garbage."""
+        old, new = self._arena, _Arena()
+        for column in self._all_columns():
+            start = new.allocate(column.capacity)
+            new.copy(old, column.start, column.size, start)
+            column.start = start
+        self._arena = new
+
+    def _all_columns(self) -> list[_Column]:
+        return [column for attribute in self._attributes.values() for place in attribute.places()
+                for column in (place.access, place.others)]
+
+    def _encode_residuals(self, residual: tuple) -> list[float]:
+        """The residual lines of an entry's residual constraints, flattened: one per excluded
+        number and one per string condition (its condition id)."""
+        lines = []
+        for attr, c in residual:
+            attribute_id = self._attributes[attr, c.type].id
+            if c.type == NUMERIC:
+                for value in sorted(c.excluded):
+                    lines += (attribute_id, kernels.EXCLUDED, float(value))
+            for condition in self._conditions.ids(attr, c):
+                lines += (attribute_id, kernels.CONDITION, condition)
+        return lines
+
+    def _reencode_strings(self) -> None:
+        if self._encoded_version == self.vocabulary.version:
+            return
+        arena, rows, lines = self._arena, self._rows, self._rows.lines
+        for slot in range(self._slots):
+            if not self._columns_of[slot]:  # a free slot or a disjunctive entry's (its parts hold its cells)
+                continue
+            constraints = sorted(self._filters[slot].constraints.items(),
+                                 key=lambda item: self._attributes[item[0], item[1].type].id)
+            for j, (column, (_, c)) in enumerate(zip(self._columns_of[slot], constraints)):
+                if c.type == STRING:
+                    lo, _, hi, _ = self.vocabulary.bounds(c)
+                    i = column.start + self._offsets.flat[self._offsets.start[slot] + j]
+                    arena.lo[i], arena.hi[i] = lo, hi
+                    lines[rows.start[slot] + j, :2] = lo, hi
+        self._encoded_version = self.vocabulary.version
