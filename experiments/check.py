@@ -53,13 +53,17 @@ class RunData:
 
     run_dir: RunDir
     manifest: dict
-    expected: Expected
-    injections: list  # by trace sequence number
+    expected: Expected  # of the operations the run came to
+    injections: list  # all the workload's, by trace sequence number
     not_published: int  # publications the workload would have made after the run ended
 
     def issued(self, injection) -> bool:
-        """Whether the run came to this operation (a run cut by ``duration`` stops before its time)."""
-        return self.manifest["scenario"].get("duration") is None or injection.t_us < self.manifest["sim_end_us"]
+        return _issued(self.manifest, injection)
+
+
+def _issued(manifest: dict, injection) -> bool:
+    """Whether the run came to this operation (a run cut by ``duration`` stops before its time)."""
+    return manifest["scenario"].get("duration") is None or injection.t_us < manifest["sim_end_us"]
 
 
 def run_directories(paths: list[str]) -> list[RunDir]:
@@ -94,11 +98,9 @@ def load_run(run_dir: RunDir, injections: list | None = None) -> RunData:
     if injections is None:
         _, injections = rebuild_workload(manifest, str(run_dir.path("manifest.json")))
     conformance = manifest["scenario"]["protocol"].get("check_conformance", True)
-    data = RunData(run_dir, manifest, None, injections, 0)
-    issued = [i for i in injections if data.issued(i)]
-    data.not_published = sum(i.message.kind == "pub" for i in injections) - sum(i.message.kind == "pub" for i in issued)
-    data.expected = expected_pairs(issued, conformance)
-    return data
+    issued = [i for i in injections if _issued(manifest, i)]
+    not_published = sum(i.message.kind == "pub" for i in injections) - sum(i.message.kind == "pub" for i in issued)
+    return RunData(run_dir, manifest, expected_pairs(issued, conformance), injections, not_published)
 
 
 def check(run_dir: RunDir, injections: list | None = None) -> dict:
@@ -110,6 +112,9 @@ def check(run_dir: RunDir, injections: list | None = None) -> dict:
 
 
 def compare(data: RunData, deliveries: pa.Table) -> dict:
+    """``check``'s result for a run's deliveries against its oracle. Pairs are codes
+    (publication index times the subscriptions, plus subscription index), so that the sets are
+    compared by numpy, and only the pairs that differ meet the exceptions."""
     expected = data.expected
     n_pubs, n_subs = len(expected.publications), len(expected.subscriptions)
     pub_ids = pa.array([i.message.id for i in expected.publications], pa.string())
@@ -117,8 +122,7 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
     pub, sub = positions(deliveries["pub_id"], pub_ids), positions(deliveries["sub_id"], sub_ids)
     known = (pub >= 0) & (sub >= 0)
     width = max(n_subs, 1)
-    codes = pub[known] * width + sub[known]
-    delivered, counts = np.unique(codes, return_counts=True)
+    delivered, counts = np.unique(pub[known] * width + sub[known], return_counts=True)
     wanted = expected.pub * width + expected.sub
     missing = np.setdiff1d(wanted, delivered, assume_unique=True)
     extra = np.setdiff1d(delivered, wanted, assume_unique=True)
