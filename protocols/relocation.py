@@ -16,7 +16,7 @@ keep deliveries exact.
   broker sends its ``trace_reply`` upstream once it has delivered locally and heard from every
   neighbour it forwarded the copy to, carrying the cumulative subscriber count; every broker
   keeps per neighbour (and for its local subscribers) a running average of those counts (new
-  value weighted 0.25). After ``trace_threshold`` traces, none outstanding, phase 2 walks
+  value weighted ``average_weight``, the paper's default 0.25). After ``trace_threshold`` traces, none outstanding, phase 2 walks
   (``pop_walk``) toward the next closest broker: the neighbour whose average exceeds the sum of
   all other neighbours', the local one and everything upstream of the walk; where none
   qualifies, the walk ends and ``pop_target`` returns the target to the publisher's broker.
@@ -31,6 +31,12 @@ keep deliveries exact.
   from there (per hop: link latency plus the broker's queueing and matching). It keeps the
   candidates whose normalised primary metric (0 at the best, 1 at the worst) is within
   (100 - ``weight``) percent, and takes the best of those on the other metric.
+- When a publisher may move again: after its next ``trace_threshold`` traces, whatever the
+  last move was (the paper's rule for both algorithms; its POP section leaves "a threshold
+  parameter to dampen any potential ping-pong effect" to future work). ``hysteresis`` (percent,
+  default 0: the paper's) is that threshold, ours: POP's next closest neighbour must exceed the
+  rest by more than ``hysteresis`` percent of the rest, and GRAPE moves only when the chosen
+  broker improves the current one's primary metric by more than ``hysteresis`` percent.
 - Migration (both): the publisher's broker pauses the publisher (its publications wait,
   those queued at the broker too) and sends a ``migration_adv`` along the overlay path to the
   target. Every broker on the path, the first included, re-points the publisher's
@@ -77,7 +83,6 @@ from .routing import LOCAL
 
 ALGORITHMS = ("grape", "pop")
 METRICS = ("load", "delay")
-AVERAGE_WEIGHT = 0.25  # POP: the weight of a new trace in a running average
 # the message kinds this protocol adds (its control overhead)
 CONTROL_KINDS = ("trace_reply", "trace_collect", "trace_report", "pop_walk", "pop_target",
                  "migration_adv", "migration_done")
@@ -91,11 +96,14 @@ class RelocationSettings:
     trace_threshold: int = 100
     window_us: int = 60_000_000  # pop
     trace_cap: int | None = 50  # pop: N, the traces a window allows; None: the previous window's publications
+    hysteresis: float = 0  # percent a move must gain (0: the paper's, which has no damping)
+    average_weight: float = 0.25  # pop: the weight of a new trace in the running averages (the paper's default)
 
     @classmethod
     def parse(cls, given: dict, parse_duration) -> "RelocationSettings":
         """Settings from a scenario's ``protocol.relocation`` mapping; ValueError names the key."""
-        known = ("algorithm", "metric", "weight", "trace_threshold", "window", "trace_cap")
+        known = ("algorithm", "metric", "weight", "trace_threshold", "window", "trace_cap", "hysteresis",
+                 "average_weight")
         values = dict(given)
         for key in values:
             if key not in known:
@@ -108,6 +116,12 @@ class RelocationSettings:
         weight = values.get("weight", cls.weight)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 100:
             raise ValueError(f"weight: expected a percentage from 0 to 100, got {weight!r}")
+        hysteresis = values.get("hysteresis", cls.hysteresis)
+        if isinstance(hysteresis, bool) or not isinstance(hysteresis, (int, float)) or not 0 <= hysteresis < 100:
+            raise ValueError(f"hysteresis: expected a percentage from 0 to under 100, got {hysteresis!r}")
+        average = values.get("average_weight", cls.average_weight)
+        if isinstance(average, bool) or not isinstance(average, (int, float)) or not 0 < average <= 1:
+            raise ValueError(f"average_weight: expected a weight above 0 and at most 1, got {average!r}")
         threshold = values.get("trace_threshold", cls.trace_threshold)
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
             raise ValueError(f"trace_threshold: expected a positive integer, got {threshold!r}")
@@ -211,28 +225,36 @@ def _mean_delay(source: str, by_name: dict[str, BrokerTrace], children: dict[str
     return sum(delay[name] * t.deliveries for name, t in by_name.items()) / deliveries
 
 
-def grape_choice(scores: dict[str, tuple[int, float]], metric: str, weight: float, current: str) -> str:
+def grape_choice(scores: dict[str, tuple[int, float]], metric: str, weight: float, current: str,
+                 hysteresis: float = 0) -> str:
     """The candidates whose normalised primary metric is within (100 - weight) percent of the
-    best, then the best of those on the other metric (ties: the current broker, then by name)."""
+    best, then the best of those on the other metric (ties: the current broker, then by name);
+    the current broker unless the choice improves its primary metric by more than
+    ``hysteresis`` percent."""
     primary = 0 if metric == "load" else 1
     values = [score[primary] for score in scores.values()]
     best, worst = min(values), max(values)
     slack = (100 - weight) / 100 * (worst - best)
     kept = [name for name, score in scores.items() if score[primary] - best <= slack]
-    return min(kept, key=lambda name: (scores[name][1 - primary], scores[name][primary], name != current, name))
+    chosen = min(kept, key=lambda name: (scores[name][1 - primary], scores[name][primary], name != current, name))
+    if hysteresis and current in scores:
+        if scores[chosen][primary] >= (1 - hysteresis / 100) * scores[current][primary]:
+            return current
+    return chosen
 
 
 # ---------------------------------------------------------------------- POP's selection
 
 
-def pop_next(averages: dict[int, float], came_from: int | None, upstream: float) -> int | None:
+def pop_next(averages: dict[int, float], came_from: int | None, upstream: float, hysteresis: float = 0) -> int | None:
     """POP's next closest broker: the neighbour (index) whose average subscriber count exceeds
     the sum of every other neighbour's, the local one (key LOCAL) and ``upstream`` (everything
-    behind the walk); None where no neighbour qualifies."""
+    behind the walk) by more than ``hysteresis`` percent of that sum; None where no neighbour
+    qualifies."""
     downstream = {n: v for n, v in averages.items() if n != LOCAL and n != came_from}
     total = sum(downstream.values()) + averages.get(LOCAL, 0.0) + upstream
     for neighbour, value in sorted(downstream.items()):
-        if value > total - value:
+        if value > (total - value) * (1 + hysteresis / 100):
             return neighbour
     return None
 
@@ -408,7 +430,8 @@ class Relocation:
         for hop in (LOCAL, *range(len(self.neighbors))):
             new = trace.local if hop == LOCAL else trace.counts.get(hop, 0)
             old = averages.get(hop)
-            averages[hop] = new if old is None else (1 - AVERAGE_WEIGHT) * old + AVERAGE_WEIGHT * new
+            weight = self.relocation.average_weight
+            averages[hop] = new if old is None else (1 - weight) * old + weight * new
         if trace.upstream is not None:
             count = trace.local + sum(trace.counts.values())
             ctx.send(trace.upstream, Message("trace_reply", pub_id, client=trace.client, headers=(("count", count),)))
@@ -427,7 +450,7 @@ class Relocation:
     def _pop_walk(self, client: str, origin: str, upstream: float, came_from: str | None, path: tuple, ctx) -> None:
         averages = self.pop_averages.get(client, (None, {}))[1]
         back = None if came_from is None else self.hop_index[came_from]
-        step = pop_next(averages, back, upstream)
+        step = pop_next(averages, back, upstream, self.relocation.hysteresis)
         if step is not None:
             hop = self.neighbors[step]
             behind = upstream + sum(v for n, v in averages.items() if n not in (step, back))
@@ -496,7 +519,9 @@ class Relocation:
             ctx.send(record.parent, Message("trace_report", session, client=client, headers=(("traces", traces),)))
             return
         scores = grape_scores(list(traces))
-        self._selected(client, grape_choice(scores, self.relocation.metric, self.relocation.weight, self.name), ctx)
+        choice = grape_choice(scores, self.relocation.metric, self.relocation.weight, self.name,
+                              self.relocation.hysteresis)
+        self._selected(client, choice, ctx)
 
     # ------------------------------------------------------------------ migration
 

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import networkx as nx
 import pytest
 
+from actors.results import read_table
+from experiments.cli import main
 from protocols.language import parse_publication
 from protocols.messages import Message
 from protocols.relocation import BrokerTrace, RelocationSettings, grape_choice, grape_scores, pop_next
@@ -16,7 +18,10 @@ from protocols.routing import LOCAL
 from protocols.stack import make_broker
 from workloads.generators import GENERATORS
 
+from .conftest import PROJECT_ROOT
 from .oracle import Pump, expected_deliveries, scenario_records
+
+SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
 
 
 def protocol(covering: str = "none", pruning: dict | None = None, **relocation) -> dict:
@@ -66,6 +71,42 @@ def test_pop_next_closest_broker_outweighs_everything_else():
     assert pop_next({LOCAL: 1, 0: 5, 1: 3}, None, 1) is None  # 5 is not above 1 + 3 + 1
     assert pop_next({LOCAL: 0, 0: 9, 1: 4}, came_from=0, upstream=2) == 1  # the walk's origin side is upstream
     assert pop_next({}, None, 0) is None
+
+
+def test_hysteresis_asks_a_move_to_gain_its_margin():
+    """Ours, off by default (the paper has no damping): POP's neighbour must exceed the rest by
+    more than the margin, GRAPE's choice must improve the current broker's primary metric by more."""
+    assert pop_next({LOCAL: 1, 0: 5, 1: 3}, None, 0, hysteresis=20) == 0  # 5 > 4 * 1.2
+    assert pop_next({LOCAL: 1, 0: 5, 1: 3}, None, 0, hysteresis=30) is None  # 5 is not above 4 * 1.3
+    scores = {"O": (10, 2.0), "A": (8, 3.0)}
+    assert grape_choice(scores, "load", 100, current="O") == "A"
+    assert grape_choice(scores, "load", 100, current="O", hysteresis=15) == "A"  # 8 < 10 * 0.85
+    assert grape_choice(scores, "load", 100, current="O", hysteresis=25) == "O"  # 8 is not below 10 * 0.75
+    assert grape_choice(scores, "delay", 100, current="A", hysteresis=25) == "O"  # 2.0 < 3.0 * 0.75
+    for key, value in (("hysteresis", 100), ("hysteresis", -1), ("average_weight", 0), ("average_weight", 1.5)):
+        with pytest.raises(ValueError, match=key):
+            RelocationSettings.parse({key: value}, None)
+
+
+def test_a_margin_and_a_longer_average_make_pop_move_less(tmp_path):
+    """POP on the test-sized enterprise scenario (traces of 10) moves its publishers again
+    and again: its running averages follow the last few traced publications, whose subscriber
+    counts are heavy-tailed. Both options cut the moves; every run stays exact."""
+    from experiments.check import check
+    from actors.storage import RunDir
+
+    migrations = {}
+    for label, settings in (("paper", []), ("margin", ["protocol.relocation.hysteresis=50"]),
+                            ("longer", ["protocol.relocation.average_weight=0.05"])):
+        out = tmp_path / label
+        assert main(["run", str(SCENARIOS / "relocation_small_enterprise_pop.yaml"), "--out", str(out),
+                     "--set", "workload.generator.publications=200", "--set", "duration=50s", *[
+                         a for s in settings for a in ("--set", s)]]) == 0
+        events = read_table(out, "events").to_pandas()
+        migrations[label] = (events.kind == "publisher_migrated").sum()
+        assert check(RunDir(out))["exact"]
+    assert migrations["paper"] > 16  # more than two a publisher
+    assert migrations["margin"] < 0.8 * migrations["paper"] and migrations["longer"] < 0.8 * migrations["paper"]
 
 
 def test_pop_walks_to_the_next_closest_broker_and_the_publisher_resumes_there():
