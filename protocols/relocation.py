@@ -16,10 +16,11 @@ keep deliveries exact.
   broker sends its ``trace_reply`` upstream once it has delivered locally and heard from every
   neighbour it forwarded the copy to, carrying the cumulative subscriber count; every broker
   keeps per neighbour (and for its local subscribers) a running average of those counts (new
-  value weighted ``average_weight``, the paper's default 0.25). After ``trace_threshold`` traces, none outstanding, phase 2 walks
-  (``pop_walk``) toward the next closest broker: the neighbour whose average exceeds the sum of
-  all other neighbours', the local one and everything upstream of the walk; where none
-  qualifies, the walk ends and ``pop_target`` returns the target to the publisher's broker.
+  value weighted ``average_weight``, the paper's default 0.25). After ``trace_threshold``
+  traces, none outstanding, phase 2 walks (``pop_walk``) toward the next closest broker: the
+  neighbour whose average exceeds the sum of all other neighbours', the local one and
+  everything upstream of the walk; where none qualifies, the walk ends and ``pop_target``
+  returns the target to the publisher's broker.
 - GRAPE: trace sessions of ``trace_threshold`` consecutive publications. A broker records per
   session a bit vector of the traced publications it delivered locally, its local deliveries,
   the mean queueing plus matching (service) time of the traced copies and the latency to the
