@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from actors.results import read_table
 from experiments import figures
 from experiments.cli import main
 from analysis.job import PLOTS_OVER_TIME
@@ -239,7 +240,6 @@ def test_a_run_two_figures_share_is_run_once_and_copied(tmp_path, every_figure_s
     """``figure --all``: a run the same in two figures (but its name) is run for the first and
     copied, renamed, into the second; the copy is what running it again gives."""
     from actors.coordinator import run
-    from actors.results import read_table
     from tests.test_runtime import sorted_rows
 
     root = every_figure_small[0]
@@ -271,7 +271,6 @@ def test_the_soft_link_papers_runs_deliver_the_oracles_pairs(every_figure_small)
     """The test-sized runs of softlinks_paper_hops (DT1 and DT2 under every strategy) and
     softlinks_paper_configs (C1, C2 and C3 under S0 and SH): exactly the pairs the brute-force
     oracle finds in their workloads, none twice."""
-    from actors.results import read_table
     from tests.oracle import expected_deliveries, scenario_records
 
     expected = {}
@@ -292,8 +291,6 @@ def test_the_soft_link_papers_runs_deliver_the_oracles_pairs(every_figure_small)
 @pytest.mark.slow
 def test_mobile_monitors_pruning_triggers_fewer_subscriptions(every_figure_small):
     """On the figure's test-sized runs (the shipped ``mobile_monitors_small_*`` scenarios)."""
-    from actors.results import read_table
-
     runs = {mode: {t: read_table(every_figure_small[0] / "mobile_monitors-small" / "runs" / mode, t).to_pandas()
                    for t in ("messages", "deliveries", "samples")} for mode in ("active", "selective")}
     pairs = {mode: set(zip(run["deliveries"].pub_id, run["deliveries"].sub_id)) for mode, run in runs.items()}
@@ -315,7 +312,6 @@ def test_the_saturating_runs_deliver_only_the_oracles_pairs_and_all_of_the_warm_
     on C2, S0 and S2): every delivery is one the brute-force oracle expects, none twice, and
     every publication of the warm-up (published half a second or more before the rate rises)
     reaches all its subscribers; later ones may still be queued when the run ends."""
-    from actors.results import read_table
     from tests.oracle import expected_deliveries, scenario_records
 
     figure = figures.load("softlinks_paper_throughput")
@@ -350,7 +346,6 @@ def test_capped_uplinks_send_no_faster_than_the_cap_and_s0_delivers_less(every_f
     publications match (the rest wait on uplinks at the end), S2 ``gain`` times as many or
     more; every delivery made is one the brute-force oracle expects, none twice; and the
     summary's throughput is the deliveries of the interval's publications over its length."""
-    from actors.results import read_table
     from tests.oracle import expected_deliveries, scenario_records
     from workloads.oracle import expected_subscribers
 
@@ -390,8 +385,6 @@ def test_the_soft_link_measured_interval_is_the_hand_computed_one(every_figure_s
     """softlinks_paper_forwarders over its window (DT1 under S0 and S2): deliveries, mean hops
     and pure forwarding as counted by hand from the run's rows in the window (deliveries by
     publication time, copies by arrival)."""
-    from actors.results import read_table
-
     figure = figures.load("softlinks_paper_forwarders")
     root = every_figure_small[0] / "softlinks_paper_forwarders-small"
     window = figure.measured(small=True)

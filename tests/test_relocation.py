@@ -10,6 +10,8 @@ import networkx as nx
 import pytest
 
 from actors.results import read_table
+from actors.storage import RunDir
+from experiments.check import check
 from experiments.cli import main
 from protocols.language import parse_publication
 from protocols.messages import Message
@@ -92,16 +94,12 @@ def test_a_margin_and_a_longer_average_make_pop_move_less(tmp_path):
     """POP on the test-sized enterprise scenario (traces of 10) moves its publishers again
     and again: its running averages follow the last few traced publications, whose subscriber
     counts are heavy-tailed. Both options cut the moves; every run stays exact."""
-    from experiments.check import check
-    from actors.storage import RunDir
-
     migrations = {}
-    for label, settings in (("paper", []), ("margin", ["protocol.relocation.hysteresis=50"]),
-                            ("longer", ["protocol.relocation.average_weight=0.05"])):
+    for label, option in (("paper", []), ("margin", ["--set", "protocol.relocation.hysteresis=50"]),
+                          ("longer", ["--set", "protocol.relocation.average_weight=0.05"])):
         out = tmp_path / label
         assert main(["run", str(SCENARIOS / "relocation_small_enterprise_pop.yaml"), "--out", str(out),
-                     "--set", "workload.generator.publications=200", "--set", "duration=50s", *[
-                         a for s in settings for a in ("--set", s)]]) == 0
+                     "--set", "workload.generator.publications=200", "--set", "duration=50s", *option]) == 0
         events = read_table(out, "events").to_pandas()
         migrations[label] = (events.kind == "publisher_migrated").sum()
         assert check(RunDir(out))["exact"]
@@ -299,9 +297,6 @@ def test_identical_results_across_host_counts_with_publishers_migrating(write_sc
 ], ids=["slow-and-pending-crash", "crash-mid-migration"])
 def test_publishers_migrating_through_faults_deliver_exactly_outside_them(write_scenario, tmp_path, faults,
                                                                         migrating_off):
-    from experiments.check import check
-    from actors.storage import RunDir
-
     scenario = relocation_scenario("grape", "active")
     scenario.update(duration="12s", faults=faults)
     rows = run_rows(tmp_path, write_scenario(scenario), "run")
