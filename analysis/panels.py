@@ -23,7 +23,8 @@ a ratio to another variant (``relative_to``) as the interval of the per-seed rat
 
 A figure with a window (values at the end, or a measured interval) draws every panel but
 the time ones from the report of its runs over that window; ``measured: run`` or ``window``
-says otherwise. Rows are first filtered by ``where`` (column: value) and, where several remain per variant
+says otherwise. Rows are first filtered by ``where`` (column: value, or column: [values], any of
+them) and, where several remain per variant
 and ``x``, combined by ``reduce`` (sum, max or mean). Variants whose data came out identical
 are drawn once and named together ("S2 = SH: identical"); a panel whose values are all zero
 is not drawn, and the page says so instead.
@@ -199,9 +200,14 @@ def _rows(tables: Path, panel: Panel, runs: dict[str, str]) -> dict[str, list[di
     found = defaultdict(list)
     for row in pq.read_table(folder).to_pylist():
         variant = runs.get(row.get("run"))
-        if variant in wanted and all(row.get(k) == v for k, v in panel.where.items()):
+        if variant in wanted and all(_holds(row.get(k), v) for k, v in panel.where.items()):
             found[variant].append(row)
     return found
+
+
+def _holds(value, wanted) -> bool:
+    """``where``'s condition on one column: equal to ``wanted``, or one of a list of values."""
+    return value in wanted if isinstance(wanted, list) else value == wanted
 
 
 def _core_order(tables: Path) -> list[str]:

@@ -327,7 +327,7 @@ def _panels(given: list, variants: list[str], path: Path) -> list[Panel]:
             raise InputError(f"{where}: expected {{title: ..., table: METRIC, y: COLUMN, kind: ..., ...}}")
         _known_keys(entry, PANEL_KEYS, where)
         if not isinstance(entry.get("where") or {}, dict) or not isinstance(entry.get("variants") or [], list):
-            raise InputError(f"{where}: expected where: {{COLUMN: VALUE}} and variants: [LABEL, ...]")
+            raise InputError(f"{where}: expected where: {{COLUMN: VALUE or [VALUE, ...]}} and variants: [LABEL, ...]")
         fields = {**entry, "where": dict(entry.get("where") or {}), "variants": tuple(entry.get("variants") or ())}
         panel = Panel(**fields)
         try:

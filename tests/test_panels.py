@@ -112,6 +112,19 @@ def test_a_curve_draws_a_column_against_another_per_variant_in_its_order(tmp_pat
         panels.check(Panel("no x", "multitree_steps", "sampled_cost_per_document", kind="curve"), ["S0"])
 
 
+def test_where_keeps_rows_equal_to_a_value_or_to_any_of_a_list(tmp_path):
+    """The burst figures count triggered subscriptions: single ones and packing's batches, not
+    the unsubscriptions active covering sends when a released subscription covers others."""
+    _write(tmp_path, "messages_by_broker", [
+        {"run": "fig-S0", "broker": "core-E", "kind": kind, "triggered": n}
+        for kind, n in (("sub", 300), ("unsub", 266), ("sub_batch", 7), ("pub", 0))])
+    counted = {}
+    for where in ({"kind": "sub"}, {"kind": ["sub", "sub_batch"]}, {}):
+        panel = Panel("Triggered", "messages_by_broker", "triggered", kind="categories", x="broker", where=where)
+        counted[str(where)] = sum(r["triggered"] for r in panels._rows(tmp_path, panel, RUNS)["S0"])
+    assert list(counted.values()) == [300, 307, 573]
+
+
 @pytest.mark.parametrize("settings, scale", [((1, 4, 16, 63), "log"), ((0.001, 0.003, 0.01, 0.1), "log"),
                                              ((1, 25, 50, 75), "linear"), ((10, 30, 50, 70), "linear")])
 def test_a_sweep_axis_is_logarithmic_where_its_settings_grow_by_ratios(tables, settings, scale):
