@@ -16,7 +16,8 @@ keep deliveries exact.
   broker sends its ``trace_reply`` upstream once it has delivered locally and heard from every
   neighbour it forwarded the copy to, carrying the cumulative subscriber count; every broker
   keeps per neighbour (and for its local subscribers) a running average of those counts (new
-  value weighted ``average_weight``, the paper's default 0.25). After ``trace_threshold``
+  value weighted ``average_weight``, the paper's default 0.25; ``mean``, ours: every trace
+  since the averages began weighted alike, the n-th by 1/n). After ``trace_threshold``
   traces, none outstanding, phase 2 walks (``pop_walk``) toward the next closest broker: the
   neighbour whose average exceeds the sum of all other neighbours', the local one and
   everything upstream of the walk; where none qualifies, the walk ends and ``pop_target``
@@ -98,7 +99,7 @@ class RelocationSettings:
     window_us: int = 60_000_000  # pop
     trace_cap: int | None = 50  # pop: N, the traces a window allows; None: the previous window's publications
     hysteresis: float = 0  # percent a move must gain (0: the paper's, which has no damping)
-    average_weight: float = 0.25  # pop: the weight of a new trace in the running averages (the paper's default)
+    average_weight: float | None = 0.25  # pop: a new trace's weight in the running averages (the paper's); None: mean
 
     @classmethod
     def parse(cls, given: dict, parse_duration) -> "RelocationSettings":
@@ -121,8 +122,10 @@ class RelocationSettings:
         if isinstance(hysteresis, bool) or not isinstance(hysteresis, (int, float)) or not 0 <= hysteresis < 100:
             raise ValueError(f"hysteresis: expected a percentage from 0 to under 100, got {hysteresis!r}")
         average = values.get("average_weight", cls.average_weight)
-        if isinstance(average, bool) or not isinstance(average, (int, float)) or not 0 < average <= 1:
-            raise ValueError(f"average_weight: expected a weight above 0 and at most 1, got {average!r}")
+        if average == MEAN:
+            values["average_weight"] = None
+        elif isinstance(average, bool) or not isinstance(average, (int, float)) or not 0 < average <= 1:
+            raise ValueError(f"average_weight: expected a weight above 0 and at most 1, or {MEAN!r}, got {average!r}")
         threshold = values.get("trace_threshold", cls.trace_threshold)
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
             raise ValueError(f"trace_threshold: expected a positive integer, got {threshold!r}")
@@ -135,6 +138,7 @@ class RelocationSettings:
 
 
 PREVIOUS_WINDOW = "previous_window"  # POP's trace_cap: our earlier rule (see the module's docstring)
+MEAN = "mean"  # POP's average_weight: every trace weighted alike (see the module's docstring)
 
 
 # ---------------------------------------------------------------------- GRAPE's selection
@@ -324,7 +328,8 @@ class Relocation:
         self.publishers: dict[str, _Publisher] = {}
         self.pop_traces: dict[str, _PopTrace] = {}
         # publisher -> (where its traces came from, neighbour index (LOCAL) -> average count)
-        self.pop_averages: dict[str, tuple[str | None, dict[int, float]]] = {}
+        # per publisher: the neighbour its traces come from, how many it has averaged, the averages
+        self.pop_averages: dict[str, tuple[str | None, int, dict[int, float]]] = {}
         self.grape_sessions: dict[str, _SessionRecord] = {}  # session id -> this broker's record
         self.grape_collecting: dict[str, tuple[set, list]] = {}  # session id -> (children waited for, traces)
         self._next_hops: dict[str, str] | None = None
@@ -424,14 +429,15 @@ class Relocation:
             self._pop_trace_done(msg.id, trace, ctx)
 
     def _pop_trace_done(self, pub_id: str, trace: _PopTrace, ctx) -> None:
-        upstream, averages = self.pop_averages.get(trace.client, (trace.upstream, {}))
+        upstream, traced, averages = self.pop_averages.get(trace.client, (trace.upstream, 0, {}))
         if upstream != trace.upstream:  # the publisher moved: what was downstream is not any more
-            averages = {}
-        self.pop_averages[trace.client] = (trace.upstream, averages)
+            traced, averages = 0, {}
+        traced += 1
+        self.pop_averages[trace.client] = (trace.upstream, traced, averages)
+        weight = self.relocation.average_weight or 1 / traced
         for hop in (LOCAL, *range(len(self.neighbors))):
             new = trace.local if hop == LOCAL else trace.counts.get(hop, 0)
             old = averages.get(hop)
-            weight = self.relocation.average_weight
             averages[hop] = new if old is None else (1 - weight) * old + weight * new
         if trace.upstream is not None:
             count = trace.local + sum(trace.counts.values())
@@ -449,7 +455,7 @@ class Relocation:
         self._pop_walk(msg.client, msg.header("origin"), msg.header("upstream"), sender, msg.header("path"), ctx)
 
     def _pop_walk(self, client: str, origin: str, upstream: float, came_from: str | None, path: tuple, ctx) -> None:
-        averages = self.pop_averages.get(client, (None, {}))[1]
+        averages = self.pop_averages.get(client, (None, 0, {}))[2]
         back = None if came_from is None else self.hop_index[came_from]
         step = pop_next(averages, back, upstream, self.relocation.hysteresis)
         if step is not None:
