@@ -399,7 +399,8 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
             shutil.rmtree(report_dir, ignore_errors=True)  # the analysis is always redone
         runs = [out / "runs" / i.directory for i in identity]
         window = figure.measured(small)
-        reports.append(Requested(out / "report", runs, looks=_looks(figure, list(identity))))
+        reports.append(Requested(out / "report", runs, plots=_plots_over_whole_runs(figure, window),
+                                 looks=_looks(figure, list(identity))))
         if window is not None:
             reports.append(Requested(out / WINDOW_REPORT, runs, window, plots=_plots_over_window(figure),
                                      looks=_looks(figure, list(identity), window)))
@@ -436,6 +437,13 @@ def _looks(figure: Figure, instances: list[Instance], window: Window | None = No
     """Run name in the analysis (in the report over ``window``: there) -> its look."""
     labels = _run_labels(figure, instances, window)
     return {name: (figure.looks or {})[label] for name, label in labels.items() if label in (figure.looks or {})}
+
+
+def _plots_over_whole_runs(figure: Figure, window: Window | None) -> tuple[str, ...]:
+    """The generic plots a figure's page shows over whole runs: all of them, or with a window
+    the plots over time. Only those are drawn (a quarter of a second each, about ten a
+    report); ``pubsub-emu analyze`` on the figure's directory draws every one."""
+    return tuple(title for title in figure.plots if window is None or title in PLOTS_OVER_TIME)
 
 
 def _plots_over_window(figure: Figure) -> tuple[str, ...]:
@@ -682,7 +690,8 @@ def _generic_report(figure: Figure, report: Path, window: Window | None) -> list
     for title in figure.plots:
         if title in drawn:
             lines += [f"### {title}", "", f"![{title}]({drawn[title]})", ""]
-    lines.append("Every metric and plot of these runs: [report/report.md](report/report.md).")
+    lines.append("Every metric of these runs: [report/report.md](report/report.md); every generic plot: "
+                 "`pubsub-emu analyze DIR --out REPORT`, DIR this figure's directory.")
     return lines
 
 

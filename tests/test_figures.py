@@ -154,6 +154,9 @@ def test_figure_small_runs_and_reports(name, every_figure_small):
     assert "## Setup: the paper's and ours" in page and "| setting | paper | ours | test-sized |" in page
     assert "brokers" in page.split("\n\n")[2]  # the runs' real size
     assert "## The generic report" in page
+    drawn = [f"{report.name}/{image.name}" for report in (out / "report", out / figures.WINDOW_REPORT)
+             for image in report.glob("*.png")]
+    assert drawn and all(f"]({image})" in page for image in drawn)  # only the generic plots the page shows
     summary = (out / "report" / "summary.csv").read_text()  # the report of this figure's runs alone
     assert sorted(line.split(",")[0] for line in summary.splitlines()[1:]) == sorted(
         figure.run_name(label) for label in figure.runs)

@@ -28,7 +28,7 @@ def test_a_plain_install_runs_the_quick_start_and_a_figure(tmp_path):
                                cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
     emulator = environment / "bin" / "pubsub-emu"
     run = subprocess.run([emulator, "run", f"{scenarios}/quickstart.yaml", "--set", "runtime.hosts=0",
-                          "--set", "duration=20s", "--out", "quick"], cwd=tmp_path, capture_output=True, text=True)
+                          "--set", "duration=5s", "--out", "quick"], cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert json.loads((tmp_path / "quick" / "manifest.json").read_text())["status"] == "complete"
     # the cheapest figure (4 runs of seconds): its scenarios extend others, which must resolve inside the package
