@@ -327,8 +327,7 @@ class Relocation:
         self.overlay = overlay or {name: list(neighbors)}
         self.publishers: dict[str, _Publisher] = {}
         self.pop_traces: dict[str, _PopTrace] = {}
-        # publisher -> (where its traces came from, neighbour index (LOCAL) -> average count)
-        # per publisher: the neighbour its traces come from, how many it has averaged, the averages
+        # publisher -> (where its traces come from, how many it has averaged, neighbour index (LOCAL) -> average count)
         self.pop_averages: dict[str, tuple[str | None, int, dict[int, float]]] = {}
         self.grape_sessions: dict[str, _SessionRecord] = {}  # session id -> this broker's record
         self.grape_collecting: dict[str, tuple[set, list]] = {}  # session id -> (children waited for, traces)
