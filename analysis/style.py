@@ -159,7 +159,9 @@ MEASURES = {
                            "brokers", percent=True),
     "max_uplink": Measure("busiest uplink's utilisation (%)", "share of each sample the busiest broker's uplink "
                           "was sending", percent=True),
-    "deliveries_per_s": Measure("deliveries per second", "publications delivered to subscribers per second"),
+    "deliveries_per_s": Measure("deliveries per second", "publications delivered to subscribers per second: "
+                                "one value per run counts the deliveries of the publications made in its stretch "
+                                "(by the run's end), over time by when they are delivered"),
     "pub_copies": Measure("publication messages", "publication copies sent between brokers, over the brokers of "
                           "each tier", integer=True),
     "pub_copies_per_s": Measure("publication messages per second", "publication copies sent between brokers "
