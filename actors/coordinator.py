@@ -26,6 +26,7 @@ import networkx as nx
 import topologies
 
 from protocols.errors import InputError
+from protocols.plugins import installed
 from protocols.stack import broker_class
 from workloads.oracle import expected_subscribers
 from workloads.trace import Injection
@@ -36,7 +37,7 @@ from .engine import Settings
 from .faults import FaultSchedule
 from .host import HostSpec, Status, collecting_rarely, next_window_start
 from .partition import partition
-from .results import as_run_dir, write_manifest, write_table
+from .results import as_run_dir, read_table, write_manifest, write_table
 from .storage import RunDir
 from .transports import HostLost, connect_ray, transport_for, worker_cpus
 
@@ -177,6 +178,17 @@ def _simulate(spec: RunSpec, run_dir: RunDir, transport, placement: dict[str, in
     if checkpoints.latest is not None:
         manifest["checkpoints"] = checkpoints.latest.epoch
     checkpoints.remove()
+    _measure(spec, run_dir)
+
+
+def _measure(spec: RunSpec, run_dir: RunDir) -> None:
+    """The tables the stack's protocols measure of the finished run (``Protocol.measure``)."""
+    for key, declared in installed().items():
+        value = spec.protocol.get(key, declared.default)
+        if declared.measure is not None and declared.active(value):
+            read = lambda table, columns: read_table(run_dir, table, columns)  # noqa: E731
+            for table, columns in declared.measure(value, spec, read).items():
+                write_table(run_dir, f"{table}/part-0.parquet", table, columns)
 
 
 def _host_count(spec: RunSpec, address: str | None) -> int:

@@ -49,6 +49,12 @@ SCHEMAS = {
     # runs with faults: per publication, the subscriptions the delivery oracle says it matches
     "expected": pa.schema([("pub_id", pa.string()), ("t_pub_us", pa.int64()), ("subscribers", pa.int32())]),
     "links": pa.schema([("a", pa.string()), ("b", pa.string()), ("latency_us", pa.int64())]),
+    # soft links with covering_sets: the paper's covering sets measured after the run (protocols/covering_sets.py)
+    "covering_sets": pa.schema([
+        ("t_us", pa.int64()), ("broker", pa.string()), ("entries", pa.int32()), ("wst_anchors", pa.int32()),
+        ("covering_set_size", pa.int32()), ("publications", pa.int32()), ("predicate_evaluations", pa.int64()),
+        ("evaluations_per_publication", pa.float64()),
+    ]),
 }
 PROTOCOL_SAMPLE_COLUMNS = ("preserved", "window_entries", "window_bytes", "soft_links")
 STREAMED = ("messages", "deliveries", "samples", "events", "in_flight")
@@ -60,6 +66,7 @@ KEY_COLUMNS = {
     "in_flight": ["broker", "t_arrive_us", "sender", "kind", "msg_id"],
     "brokers": ["broker"],
     "links": ["a", "b"],
+    "covering_sets": ["t_us", "broker"],
 }
 
 

@@ -533,10 +533,21 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
                        "run string, path string, brokers int, sim_end_s double, measured_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
-    for part in (counts, publications, d, peaks, final, overall, moved, trees):
+    for part in (counts, publications, d, peaks, final, overall, moved, trees, covering_sets(t)):
         frame = frame.join(part, "run", "left")
     frame = frame.fillna(0, ["deliveries", "publications", "messages_processed", "triggered_subs", "dropped"])
     return frame.withColumn("deliveries_per_s", _ratio("deliveries", "measured_s")).drop("measured_s")
+
+
+def covering_sets(t: dict) -> DataFrame:
+    """Per run with soft links' ``covering_sets``: the covering-set size a broker's working
+    table holds, mean over brokers and samples, and the predicates evaluated per publication
+    a broker matched, and per publication were every broker to match every one
+    (protocols/covering_sets.py)."""
+    return t["covering_sets"].groupBy("run").agg(
+        F.mean("covering_set_size").alias("mean_covering_set"), F.mean("wst_anchors").alias("mean_wst_anchors"),
+        (F.sum("predicate_evaluations") / F.sum("publications")).alias("predicate_evaluations_per_match"),
+        F.mean("evaluations_per_publication").alias("predicate_evaluations_per_publication"))
 
 
 # ---------------------------------------------------------------------- faults

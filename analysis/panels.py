@@ -343,13 +343,12 @@ def _bars(ax, panel, rows, page: _Page) -> None:
     variants, looks = page.variants, page.looks
     estimates = {v: _estimate(panel, rows[v]) for v in variants if rows.get(v)}
     estimates = {v: found for v, found in estimates.items() if found[0] is not None}
-    column = panel.y
+    m = style.measure(panel.y)
     if panel.relative_to:
         estimates = _relative(panel, rows, estimates)
-        column = "relative_cost"
+        m = style.relative(panel.y, panel.relative_to)
         ax.axhline(1.0, color="grey", linewidth=0.8)
     groups = style.identical_groups({v: mean for v, (mean, _) in estimates.items()}, variants)
-    m = style.measure(column)
     heights = [float(m.scale(estimates[g[0]][0])) for g in groups]
     halves = [estimates[g[0]][1] for g in groups]
     errors = None if all(h is None for h in halves) else [float(m.scale(h or 0.0)) for h in halves]
@@ -362,7 +361,10 @@ def _bars(ax, panel, rows, page: _Page) -> None:
     crowded = len(groups) > 4
     ax.set_xticks(positions, [" = ".join(g) + ("\n(identical)" if len(g) > 1 else "") for g in groups],
                   rotation=30 if crowded else 0, ha="right" if crowded else "center", fontsize="small")
-    style.label_axis(ax, "y", column)
+    if panel.relative_to:
+        ax.set_ylabel(m.label)
+    else:
+        style.label_axis(ax, "y", panel.y)
     ax.set_ylim(0, max(heights + [0]) * 1.15 or 1)
 
 

@@ -29,6 +29,8 @@ TABLES = {
     "brokers": "broker string, role string, host int",
     "links": "a string, b string, latency_us bigint",
     "expected": "pub_id string, t_pub_us bigint, subscribers int",
+    "covering_sets": "t_us bigint, broker string, entries int, wst_anchors int, covering_set_size int, "
+                     "publications int, predicate_evaluations bigint, evaluations_per_publication double",
 }
 # Nullable columns protocols add; a run without them reads them as null.
 PROTOCOL_COLUMNS = {

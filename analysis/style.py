@@ -155,6 +155,13 @@ MEASURES = {
                          "summed over brokers", integer=True, level=True),
     "soft_links": Measure("soft links held", "direct links beyond the primary tree, over all brokers",
                           integer=True, level=True),
+    "mean_covering_set": Measure("covering-set size (subscriptions)", "subscriptions in a broker's covering sets "
+                                 "(one per WST anchor), mean over brokers and samples"),
+    "predicate_evaluations_per_match": Measure("predicate evaluations per publication", "predicates a matcher "
+                                               "evaluates over a broker's covering sets for a publication it handles"),
+    "predicate_evaluations_per_publication": Measure(
+        "predicate evaluations per publication", "predicates a matcher evaluates over a broker's covering sets for "
+        "a publication, every broker matching every publication"),
     "mean_uplink": Measure("uplink utilisation (%)", "share of each sample its uplink was sending, mean over "
                            "brokers", percent=True),
     "max_uplink": Measure("busiest uplink's utilisation (%)", "share of each sample the busiest broker's uplink "
@@ -201,7 +208,6 @@ MEASURES = {
                                               "is active"),
     "copies_per_publication": Measure("cost (copies per publication)",
                                       "publication copies between brokers per publication, whole run"),
-    "relative_cost": Measure("cost relative to OPT", "copies per publication divided by OPT's"),
     "clusters": Measure("trees", "dissemination trees of the last plan (cluster 0 included)", integer=True),
     "trees": Measure("trees", "dissemination trees (clusters) of the configuration", integer=True),
     "sampled_cost_per_document": Measure("cost on the sample (copies per document)",
@@ -243,6 +249,12 @@ def last_activity(column: str, t, y) -> float:
 def time_range(last: float) -> tuple[float, float] | None:
     """A page's time axis: from zero to a little past the last activity any of its plots shows."""
     return (0.0, last * 1.03) if last > 0 else None
+
+
+def relative(column: str, base: str) -> Measure:
+    """``column``'s measure divided by the value of the variant ``base`` (a ratio, no unit)."""
+    m = measure(column)
+    return Measure(f"{m.label.split(' (')[0]}\nrelative to {base}", f"{m.definition}, divided by {base}'s")
 
 
 def label_axis(ax, axis: str, column: str) -> None:

@@ -50,14 +50,15 @@ import yaml
 from analysis.job import PLOTS_OVER_TIME, Requested
 from analysis.panels import Drawn, Panel, Sweep, Windowed, check as check_panel
 from analysis.spread import DESCRIBED, interval, seeded_name
-from experiments.check import summary_line
 from analysis.window import Window, from_mapping, label_in
+from experiments import paper_values
+from experiments.check import summary_line
 from protocols.errors import InputError
 
 FIGURE_DIR = Path(__file__).resolve().parent / "figures"
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_keeps", "sweep", "setup", "window", "phases",
-        "summary", "panels", "plots")
+        "summary", "panels", "plots", "paper_values")
 RUN_KEYS = ("scenario", "set", "small", "series", "look")
 SETUP_KEYS = ("paper", "ours", "small", "why")
 WINDOW_REPORT = "report-window"  # the report of a figure's runs over its window
@@ -116,6 +117,7 @@ class Figure:
     small_window: Window | None = None  # the test-sized runs' (None: ``window``)
     sweep_reciprocal: bool = False  # the x axis shows 1 / the key's value (a rate for an interval)
     phases: tuple = ()  # (label, Window, the test-sized runs' Window or None): stretches time panels shade
+    paper_values: tuple = ()  # PaperValue: the paper's stated numbers, beside ours on the page
 
     def overrides(self, label: str, small: bool) -> list[str]:
         """A run's overrides: its own, then --small's (the figure's, then the run's), then its name."""
@@ -219,12 +221,14 @@ def load(name: str) -> Figure:
     _check_summary(data.get("summary") or [], path)
     window, small_window = _window(data.get("window"), path)
     phases = _phases(data.get("phases") or [], path)
+    stated = paper_values.parse(data.get("paper_values") or [], list(runs), _summary_columns(), path)
     return Figure(
         name, str(data.get("title", name)), str(data.get("paper", "")), str(data.get("paper_figure", "")), runs,
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
         _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
         _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
-        sweep_key, sweep_label, series or None, looks or None, window, small_window, reciprocal, phases)
+        sweep_key, sweep_label, series or None, looks or None, window, small_window, reciprocal, phases,
+        tuple(stated))
 
 
 def _sweep(given, path: Path) -> tuple[str | None, str | None, bool]:
@@ -270,10 +274,14 @@ def _phases(given, path: Path) -> tuple:
     return tuple(phases)
 
 
-def _check_summary(columns: list, path: Path) -> None:
+def _summary_columns() -> list[str]:
     from analysis.report import SUMMARY_COLUMNS
 
-    known = [c[0] for c in SUMMARY_COLUMNS]
+    return [c[0] for c in SUMMARY_COLUMNS]
+
+
+def _check_summary(columns: list, path: Path) -> None:
+    known = _summary_columns()
     unknown = [str(c) for c in columns if c not in known]
     if unknown:
         raise InputError(f"{path}: summary: unknown column(s) {', '.join(unknown)} (known: {', '.join(known)})")
@@ -620,6 +628,9 @@ def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: 
         lines.append(_panel_caption(d, figure.measured(small) is not None))
     if small and figure.small_keeps:
         lines += ["", f"Test-sized: {figure.small_keeps}"]
+    if figure.paper_values:
+        lines += ["", f"## The paper's values beside ours ({summaries[0][0][0].lower()}{summaries[0][0][1:]})", "",
+                  paper_values.table(list(figure.paper_values), summaries[0][1])]
     for heading, summary_rows in summaries:
         lines += ["", f"## {heading}", "", _summary_table(figure, summary_rows)]
     if figure.setup:
@@ -629,10 +640,10 @@ def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: 
 
 
 def _panel_caption(d: Drawn, windowed: bool) -> str:
-    from analysis.style import measure
+    from analysis.style import measure, relative
 
-    y = measure("relative_cost" if d.panel.relative_to else d.panel.y)
-    text = f"y: {y.label}, {y.definition}" + (f" (relative to {d.panel.relative_to})" if d.panel.relative_to else "")
+    y = relative(d.panel.y, d.panel.relative_to) if d.panel.relative_to else measure(d.panel.y)
+    text = f"y: {y.label.replace(chr(10), ' ')}, {y.definition}"
     if d.panel.kind in ("cdf", "curve"):
         x = measure(d.panel.x)
         text += f"; x: {x.label}, {x.definition}"

@@ -67,6 +67,8 @@ class Protocol:
     ``check_overlay(settings, graph)``: settings checked against the overlay (ValueError).
     ``prepare(settings, injections, seed)``: entries the protocol adds to the scenario's
     protocol settings before the run (drawn from the workload).
+    ``measure(settings, spec, read)``: measurements of the finished run, as tables of its own
+    (name -> columns) the run directory gains; ``read(table, columns)`` reads the run's tables.
     """
 
     key: str
@@ -82,6 +84,7 @@ class Protocol:
     conditions: str = ""
     check_overlay: Callable[[Any, Any], None] | None = None
     prepare: Callable[[Any, list, int], dict] | None = None
+    measure: Callable[[Any, Any, Callable], dict] | None = None
     package: str = field(default="", compare=False)  # the distribution that installed it
 
     @property

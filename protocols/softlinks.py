@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import covering_sets
 from .broker import Route, configured
 from .deltamoves import DeltaMoves, plan_moves
 from .errors import unknown_key
@@ -75,8 +76,10 @@ class SoftLinkSettings:
     block_us: int = 120_000_000
     high_utilisation: float = 0.8
     moves: tuple = ()  # Delta-moves: {at_us, broker, from, to} each (protocols/deltamoves.py)
+    covering_sets_us: int = 0  # how often the run's covering sets are measured (protocols/covering_sets.py); 0: never
 
-    DURATIONS = {"round": "round_us", "profile_window": "profile_window_us", "block": "block_us"}
+    DURATIONS = {"round": "round_us", "profile_window": "profile_window_us", "block": "block_us",
+                 "covering_sets": "covering_sets_us"}
 
     @classmethod
     def parse(cls, given: dict, parse_duration) -> "SoftLinkSettings":
@@ -440,6 +443,30 @@ def _reindexed(counts: np.ndarray, old: DeltaView, new: DeltaView) -> np.ndarray
     return moved
 
 
+def _refused(view: View, settings: dict) -> str | None:
+    return _moves_refused(view, settings) or _covering_sets_refused(view, settings)
+
+
+def _covering_sets_refused(view: View, settings: dict) -> str | None:
+    """Covering sets are measured from where subscriptions were issued, on a fixed tree."""
+    if not settings.get("covering_sets_us"):
+        return None
+    if settings.get("moves") or view.moving_clients:
+        return ("its covering_sets are not measured with Delta-moves or clients that move (a subscription's anchors "
+                "are taken from where it was issued, on a fixed tree)")
+    return None
+
+
+def _measure(settings: dict, spec, read) -> dict[str, dict]:
+    """The run's covering sets (protocols/covering_sets.py), when asked for."""
+    soft = SoftLinkSettings(**settings)
+    if not soft.covering_sets_us:
+        return {}
+    table = covering_sets.measure(spec.graph, spec.injections, soft.strategy, soft.delta, soft.links,
+                                  soft.covering_sets_us, read)
+    return {"covering_sets": table}
+
+
 def _moves_refused(view: View, settings: dict) -> str | None:
     """Delta-moves need the links around them fixed: no faults, no clients that move, and
     covering only where anchors stay put (strategy S0)."""
@@ -471,7 +498,9 @@ PROTOCOL = Protocol(
                  "packing's batched bursts are not built for covering compared per anchor"),
            Needs("pruning", (OFF,), "pruning's statistics count the primary tree's hops, which soft-link copies "
                                     "skip")),
-    refusal=_moves_refused,
-    conditions="with moves: no faults, no clients that move, and covering none unless the strategy is S0",
+    refusal=_refused,
+    conditions="with moves: no faults, no clients that move, and covering none unless the strategy is S0; "
+               "covering_sets: no moves and no clients that move",
     check_overlay=lambda settings, overlay: SoftLinkSettings(**settings).check_links(overlay),
+    measure=_measure,
 )

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -107,7 +108,13 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good + "\nphases: [{label: rush, from: 5}]\n", "phases[0]: expected {label: TEXT"),
                              (good + "\nphases: [{label: rush, from: 9, until: 3}]\n", "phases[0]: window: expected 0"),
                              (good + "\nphases: [{label: a, from: 1, until: 3, small: {last: 2}}]\n",
-                              "phases[0]: a phase needs both from and until")):
+                              "phases[0]: a phase needs both from and until"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: NOPE}}]\n",
+                              "paper_values[0].ours.run: no run 'NOPE' in this figure"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: lots, ours: {y: yield, run: S0}}]\n",
+                              "paper_values[0].paper: expected a number, got 'lots'"),
+                             (good + "\npaper_values: [{claim: c, paper: 2, ours: {y: yield, run: S0}}]\n",
+                              "paper_values[0]: expected exactly the keys claim, where, paper, ours")):
         (tmp_path / "bad.yaml").write_text(mistake)
         with pytest.raises(InputError, match=re.escape(message)):
             figures.load("bad")
@@ -424,3 +431,24 @@ def test_the_list_names_each_figures_paper_setup_and_last_full_size_time(tmp_pat
     assert f"full size: 65 min of runs (3, the longest 60 min), last run in {tmp_path / 'burst_covering'}" in lines[2]
     mobile = listed.split("\nmobile_monitors:", 1)[1].splitlines()[1]
     assert "the paper's setup; 2 runs" in mobile
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_fanout_splits_covering_sets_over_tables_that_links_leave_alone(every_figure_small):
+    """softlinks_paper_fanout (Fig. 12): subscriptions travel the primary tree, so every run's
+    brokers hold the same tables sample by sample whatever the fanout; more links give more
+    WST anchors and larger covering sets; the page sets the paper's values beside ours."""
+    out = every_figure_small[0] / "softlinks_paper_fanout-small"
+    measured = {label: read_table(out / "runs" / label, "covering_sets").sort_by([("t_us", "ascending"),
+                                                                                   ("broker", "ascending")])
+                for label in ("F5", "F15", "F25")}
+    assert measured["F5"].num_rows == 60 * 15  # 60 brokers, a sample every 2 s of 30 s
+    for label in ("F15", "F25"):
+        assert measured[label]["entries"].equals(measured["F5"]["entries"]), label
+    mean = {label: {column: pc.mean(table[column]).as_py() for column in ("wst_anchors", "covering_set_size")}
+            for label, table in measured.items()}
+    assert mean["F5"]["wst_anchors"] < mean["F15"]["wst_anchors"] < mean["F25"]["wst_anchors"]
+    assert mean["F5"]["covering_set_size"] < mean["F25"]["covering_set_size"]
+    page = (out / "figure.md").read_text()
+    assert "## The paper's values beside ours" in page and "| +12% |" in page and "| +34% |" in page

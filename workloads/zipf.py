@@ -28,6 +28,7 @@ def zipf_groups(
     publish_interval: float = 0.01,
     high_rate_from: float | None = None,
     high_rate_interval: float = 0.001,
+    refine: float = 0.0,
 ) -> list[dict]:
     """The soft-link paper's Zipf datasets: publishers in ``groups`` (group g publishes class
     ``G<g>`` with ``attributes`` numeric attributes uniform in [0, 100)); groups ranked by
@@ -48,7 +49,15 @@ def zipf_groups(
     own. The paper leaves placement unstated; with ``any`` every broker holds 50-160
     subscriptions of every popular group, so nearly every broker matches nearly every
     publication and none only forwards, which the paper's pure forwarders rule out. Either
-    way a range is as wide, so the matching share is the same."""
+    way a range is as wide, so the matching share is the same.
+
+    ``refine`` (dataset DT-C's covering relations, whose structure the paper leaves unstated):
+    the share of subscriptions that refine an earlier subscription of their group, drawn
+    uniformly: each of its ranges narrowed to between half and all of its width, inside it,
+    and a range of the usual width over one more attribute while one is left. So the earlier
+    subscription covers it, and it has more predicates (covered subscriptions "are more
+    specific and contain more predicates"). ``match_share`` then holds for the subscriptions
+    that refine none; refinements match fewer publications."""
     require(("match_share", match_share, 0 < match_share <= 1, "a share in (0, 1]"),
              ("groups", groups, groups >= 1, "at least 1"),
              ("publishers", publishers, publishers >= groups, f"at least groups ({groups})"),
@@ -56,7 +65,8 @@ def zipf_groups(
     if clients not in ("all", "leaves"):
         raise ValueError(f"clients: expected 'all' or 'leaves', got {clients!r}")
     require(("publish_interval", publish_interval, publish_interval > 0, "a positive number of seconds"),
-             ("high_rate_interval", high_rate_interval, high_rate_interval > 0, "a positive number of seconds"))
+             ("high_rate_interval", high_rate_interval, high_rate_interval > 0, "a positive number of seconds"),
+             ("refine", refine, 0 <= refine < 1, "a share in [0, 1)"))
     if interest not in ("any", "broker") or spread < 0:
         raise ValueError(f"interest: expected 'any' or 'broker' (and spread >= 0), got {interest!r}, {spread!r}")
     if clients == "leaves" and graph is not None:
@@ -78,17 +88,26 @@ def zipf_groups(
                         "id": f"A{i}", "filter": f"[class,eq,'G{g}'],{ranges}"})
     interested = _interests(rng, brokers, popularity, attributes, width) if interest == "broker" else None
     t = 0.5
+    earlier: dict[int, list[dict[int, tuple[float, float]]]] = {g: [] for g in range(groups)}
     for i in range(subscriptions):
         g = rng.choices(range(groups), popularity)[0]
-        if interested is None:
-            low, attr = rng.uniform(0, 100 - width), rng.randrange(attributes)  # in the draw order of old runs
-            broker = rng.choice(brokers)
+        if refine and earlier[g] and rng.random() < refine:
+            ranges = _refined(rng, rng.choice(earlier[g]), attributes, width)
+            broker = rng.choice(brokers) if interested is None else rng.choice(interested[g])[0]
         else:
-            broker, (attr, start) = rng.choice(interested[g])
-            low = min(max(start + rng.uniform(-spread, spread) * width, 0.0), 100 - width)
-        low = round(low, 2)
+            if interested is None:
+                low, attr = rng.uniform(0, 100 - width), rng.randrange(attributes)  # in the draw order of old runs
+                broker = rng.choice(brokers)
+            else:
+                broker, (attr, start) = rng.choice(interested[g])
+                low = min(max(start + rng.uniform(-spread, spread) * width, 0.0), 100 - width)
+            low = round(low, 2)
+            ranges = {attr: (low, round(low + width, 2))}
+        if refine:
+            earlier[g].append(ranges)
+        predicates = "".join(f",[a{a},>=,{low}],[a{a},<,{high}]" for a, (low, high) in sorted(ranges.items()))
         records.append({"t": round(t, 6), "op": "subscribe", "client": f"S{i}", "broker": broker, "id": f"S{i}",
-                        "filter": f"[class,eq,'G{g}'],[a{attr},>=,{low}],[a{attr},<,{round(low + width, 2)}]"})
+                        "filter": f"[class,eq,'G{g}']{predicates}"})
         t += subscribe_interval
     t += 1.0
     for i in range(publications):
@@ -99,6 +118,23 @@ def zipf_groups(
                         "content": f"[class,'G{g}'],{values}"})
         t += high_rate_interval if high_rate_from is not None and t >= high_rate_from else publish_interval
     return records
+
+
+def _refined(rng: random.Random, ranges: dict[int, tuple[float, float]], attributes: int,
+             width: float) -> dict[int, tuple[float, float]]:
+    """A refinement of a subscription's ``ranges`` (attribute -> [low, high)): each narrowed
+    inside itself to between half and all of its width (to the hundredth, inward), and one
+    more attribute's range of ``width`` while one is left."""
+    refined = {}
+    for attr, (low, high) in sorted(ranges.items()):
+        narrow = (high - low) * rng.uniform(0.5, 1.0)
+        start = low + rng.uniform(0, high - low - narrow)
+        refined[attr] = (math.ceil(start * 100) / 100, math.floor((start + narrow) * 100) / 100)
+    free = [a for a in range(attributes) if a not in ranges]
+    if free:
+        low = round(rng.uniform(0, 100 - width), 2)
+        refined[rng.choice(free)] = (low, round(low + width, 2))
+    return refined
 
 
 def _interests(rng: random.Random, brokers: list[str], popularity: list[float], attributes: int,

@@ -1,0 +1,95 @@
+"""A figure's ``paper_values``: the numbers the paper's text states for it, each beside ours.
+
+Each entry names a claim, where the paper states it, the paper's number and where ours comes
+from: a summary column of one run, or its ratio to another run's (``relative_to``). A ratio
+is compared as a change (the paper's "12% jump" is 1.12 and shows as +12%), so that ours / the
+paper's compares what changed, not two numbers near 1. The verdict says whether ours is within a
+factor of two of the paper's, beyond it, or goes the other way: where it is not within, the
+page's setup table or RESULTS must say why (the project's rule for differences over 2x).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocols.errors import InputError
+
+ENTRY_KEYS = ("claim", "where", "paper", "ours")
+OURS_KEYS = ("y", "run", "relative_to")
+
+
+@dataclass(frozen=True)
+class PaperValue:
+    claim: str
+    where: str
+    paper: float
+    y: str  # a summary column
+    run: str
+    relative_to: str | None = None
+
+    def ours(self, rows: dict[str, dict]) -> float | None:
+        """Our value from the summary rows by run label (None where a run has none)."""
+        value = (rows.get(self.run) or {}).get(self.y)
+        if value is None or self.relative_to is None:
+            return value
+        base = (rows.get(self.relative_to) or {}).get(self.y)
+        return None if not base else value / base
+
+
+def parse(given, runs: list[str], known_columns: list[str], path: Path) -> list[PaperValue]:
+    """``paper_values`` of the figure file ``path``; InputError names the entry and key."""
+    if not isinstance(given, list):
+        raise InputError(f"{path}: paper_values: expected a list of {{{', '.join(ENTRY_KEYS)}}} mappings")
+    found = []
+    for i, entry in enumerate(given):
+        where = f"{path}: paper_values[{i}]"
+        if not isinstance(entry, dict) or set(entry) != set(ENTRY_KEYS):
+            raise InputError(f"{where}: expected exactly the keys {', '.join(ENTRY_KEYS)}")
+        ours = entry["ours"]
+        if not isinstance(ours, dict) or not {"y", "run"} <= set(ours) <= set(OURS_KEYS):
+            raise InputError(f"{where}.ours: expected {{y: SUMMARY COLUMN, run: RUN}} and optionally relative_to: RUN")
+        if isinstance(entry["paper"], bool) or not isinstance(entry["paper"], (int, float)):
+            raise InputError(f"{where}.paper: expected a number, got {entry['paper']!r}")
+        if ours["y"] not in known_columns:
+            raise InputError(f"{where}.ours.y: unknown summary column {ours['y']!r}")
+        for key in ("run", "relative_to"):
+            if key in ours and ours[key] not in runs:
+                raise InputError(f"{where}.ours.{key}: no run {ours[key]!r} in this figure (runs: {', '.join(runs)})")
+        found.append(PaperValue(str(entry["claim"]), str(entry["where"]), float(entry["paper"]), ours["y"], ours["run"],
+                                ours.get("relative_to")))
+    return found
+
+
+def verdict(paper: float, ours: float | None, relative: bool) -> tuple[float | None, str]:
+    """(ours / paper, in words): for a ratio to another run, of the changes (value - 1)."""
+    if ours is None:
+        return None, "not measured"
+    a, b = (ours - 1, paper - 1) if relative else (ours, paper)
+    if b == 0:
+        return None, "agrees" if a == 0 else "the paper's is zero"
+    ratio = a / b
+    if ratio <= 0:
+        return ratio, "the other way" if a else "no change in ours"
+    return ratio, "within 2x" if 0.5 <= ratio <= 2 else "differs by more than 2x"
+
+
+def table(values: list[PaperValue], rows: list[dict]) -> str:
+    """The page's table: claim, where, the paper's value, ours, ours / paper, verdict."""
+    by_run = {row["run"]: row for row in rows}
+    lines = ["| claim | where in the paper | paper | ours | ours / paper | |", "|---|---|---|---|---|---|"]
+    for value in values:
+        ours = value.ours(by_run)
+        relative = value.relative_to is not None
+        ratio, words = verdict(value.paper, ours, relative)
+        shown = [_shown(value.paper, relative), "-" if ours is None else _shown(ours, relative),
+                 "-" if ratio is None else f"{ratio:.2f}"]
+        lines.append(f"| {_cell(value.claim)} | {_cell(value.where)} | " + " | ".join(shown) + f" | {words} |")
+    return "\n".join(lines)
+
+
+def _shown(value: float, relative: bool) -> str:
+    return f"{value - 1:+.0%}" if relative else f"{value:,.4g}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

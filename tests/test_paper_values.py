@@ -1,0 +1,31 @@
+"""The paper's values beside ours on a figure's page (experiments/paper_values.py)."""
+import pytest
+
+from experiments.paper_values import PaperValue, table, verdict
+
+
+@pytest.mark.parametrize("paper, ours, relative, expected", [
+    (1.12, 1.06, True, (0.5, "within 2x")),  # a 6% change against the paper's 12%
+    (1.34, 1.01, True, (1 / 34, "differs by more than 2x")),
+    (1.34, 0.90, True, (-10 / 34, "the other way")),
+    (1.34, 1.0, True, (0.0, "no change in ours")),
+    (3600.0, 7500.0, False, (7500 / 3600, "differs by more than 2x")),
+    (3600.0, 4000.0, False, (4000 / 3600, "within 2x")),
+    (1.12, None, True, (None, "not measured")),
+])
+def test_a_verdict_compares_changes_for_ratios_and_values_otherwise(paper, ours, relative, expected):
+    ratio, words = verdict(paper, ours, relative)
+    assert words == expected[1]
+    assert ratio == (None if expected[0] is None else pytest.approx(expected[0]))
+
+
+def test_the_table_takes_ours_from_the_summary_rows():
+    values = [PaperValue("size at 10 against 5", "Sec. 7", 1.12, "mean_covering_set", "F10", "F5"),
+              PaperValue("delay", "Fig. 10", 0.02, "mean_s", "F5"),
+              PaperValue("missing", "Fig. 10", 0.02, "mean_s", "F25")]
+    rows = [{"run": "F5", "mean_covering_set": 100.0, "mean_s": 0.05},
+            {"run": "F10", "mean_covering_set": 125.0, "mean_s": 0.04}]
+    lines = table(values, rows).splitlines()
+    assert lines[2] == "| size at 10 against 5 | Sec. 7 | +12% | +25% | 2.08 | differs by more than 2x |"
+    assert lines[3] == "| delay | Fig. 10 | 0.02 | 0.05 | 2.50 | differs by more than 2x |"
+    assert lines[4] == "| missing | Fig. 10 | 0.02 | - | - | not measured |"
