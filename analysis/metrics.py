@@ -352,16 +352,19 @@ def hop_counts(t: dict) -> DataFrame:
 
 
 def throughput(t: dict, width) -> DataFrame:
-    """Deliveries and publication copies between brokers per bucket, and their rates per second."""
+    """Deliveries, publication copies between brokers and publications entering the overlay (the
+    offered load) per bucket, and their rates per second."""
     seconds = width / US
     deliveries = t["delivery_groups"].groupBy("run", _bucket("t_deliver_us", width)).agg(
         F.sum("n").alias("deliveries"))
     counts = t["message_counts"]
-    copies = counts.where((counts.kind == "pub") & ~counts.from_client).groupBy("run", "t_s").agg(
-        F.sum("arrived").alias("pub_copies"))
-    both = deliveries.join(copies, ["run", "t_s"], "full").fillna(0, ["deliveries", "pub_copies"])
+    publications = counts.where(counts.kind == "pub").groupBy("run", "t_s").agg(
+        F.sum(F.when(counts.from_client, F.col("arrived")).otherwise(0)).alias("publications"),
+        F.sum(F.when(~counts.from_client, F.col("arrived")).otherwise(0)).alias("pub_copies"))
+    both = deliveries.join(publications, ["run", "t_s"], "full").fillna(0, ["deliveries", "pub_copies", "publications"])
     return (both.withColumn("deliveries_per_s", F.col("deliveries") / seconds)
-            .withColumn("pub_copies_per_s", F.col("pub_copies") / seconds))
+            .withColumn("pub_copies_per_s", F.col("pub_copies") / seconds)
+            .withColumn("publications_per_s", F.col("publications") / seconds).drop("publications"))
 
 
 def load_over_time(t: dict, width) -> DataFrame:
@@ -533,10 +536,12 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
                        "run string, path string, brokers int, sim_end_s double, measured_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
-    for part in (counts, publications, d, peaks, final, overall, moved, trees, covering_sets(t)):
+    for part in (counts, publications, d, peaks, final, overall, moved, trees, covering_sets(t), t["delivered"]):
         frame = frame.join(part, "run", "left")
-    frame = frame.fillna(0, ["deliveries", "publications", "messages_processed", "triggered_subs", "dropped"])
-    return frame.withColumn("deliveries_per_s", _ratio("deliveries", "measured_s")).drop("measured_s")
+    frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",
+                             "dropped"])
+    return (frame.withColumn("deliveries_per_s", _ratio("deliveries", "measured_s"))
+            .withColumn("delivered_per_s", _ratio("delivered", "measured_s")).drop("measured_s", "delivered"))
 
 
 def covering_sets(t: dict) -> DataFrame:

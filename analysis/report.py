@@ -14,6 +14,7 @@ SUMMARY_COLUMNS = [
     ("publications", "publications", "{:,}"),
     ("deliveries", "deliveries", "{:,}"),
     ("deliveries_per_s", "deliveries/s", "{:,.0f}"),
+    ("delivered_per_s", "delivered in window/s", "{:,.0f}"),
     ("mean_hops", "mean hops", "{:.2f}"),
     ("mean_s", "mean delay (s)", "{:.3g}"),
     ("p90_s", "p90 delay (s)", "{:.3g}"),

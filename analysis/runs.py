@@ -138,7 +138,10 @@ def read_tables(spark, runs: list[Run]) -> dict:
     for table, ddl in TABLES.items():
         if table in STATIC_TABLES:
             continue
-        frame = _measured(_read_runs(spark, runs, table, ddl), table)
+        read = _read_runs(spark, runs, table, ddl)
+        if table == "deliveries":
+            tables["delivered"] = _delivered_in_window(read)
+        frame = _measured(read, table)
         for column, kind in PROTOCOL_COLUMNS.get(table, {}).items():
             if column not in frame.columns:
                 frame = frame.withColumn(column, F.lit(None).cast(kind))
@@ -189,6 +192,18 @@ def _measured(frame, table: str):
     time = F.col(TIME_COLUMNS[table])
     inside = F.col(MEASURED_FROM).isNull() | time.between(F.col(MEASURED_FROM), F.col(MEASURED_UNTIL))
     return frame.where(inside).drop(MEASURED_FROM, MEASURED_UNTIL)
+
+
+def _delivered_in_window(deliveries):
+    """Per run, the deliveries made inside its window, whenever their publication was made
+    (``deliveries`` keeps those published inside it): a throughput that counts what the
+    brokers delivered in the window, backlog included, not what of the window's
+    publications they delivered by the run's end."""
+    from pyspark.sql import functions as F
+
+    time = F.col("t_deliver_us")
+    inside = F.col(MEASURED_FROM).isNull() | time.between(F.col(MEASURED_FROM), F.col(MEASURED_UNTIL))
+    return deliveries.where(inside).groupBy("run").agg(F.count(F.lit(1)).alias("delivered"))
 
 
 def local_frame(spark, rows: list[tuple], ddl: str):

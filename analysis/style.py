@@ -169,8 +169,13 @@ MEASURES = {
     "deliveries_per_s": Measure("deliveries per second", "publications delivered to subscribers per second: "
                                 "one value per run counts the deliveries of the publications made in its stretch "
                                 "(by the run's end), over time by when they are delivered"),
+    "delivered_per_s": Measure("deliveries per second", "deliveries made to subscribers within the stretch, per "
+                               "second, whenever their publication was made (backlog included): what the brokers "
+                               "delivered there"),
     "pub_copies": Measure("publication messages", "publication copies sent between brokers, over the brokers of "
                           "each tier", integer=True),
+    "publications_per_s": Measure("publications per second", "publications entering the overlay from their "
+                                  "publishers per second: the offered load"),
     "pub_copies_per_s": Measure("publication messages per second", "publication copies sent between brokers "
                                 "per second"),
     "pure_forward": Measure("pure-forwarded copies", "publication copies received by a broker with no local "
