@@ -541,7 +541,8 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
     frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",
                              "dropped"])
     return (frame.withColumn("deliveries_per_s", _ratio("deliveries", "measured_s"))
-            .withColumn("delivered_per_s", _ratio("delivered", "measured_s")).drop("measured_s", "delivered"))
+            .withColumn("delivered_per_s", _ratio("delivered", "measured_s"))
+            .withColumn("pub_copies_per_s", _ratio("pub_copies", "measured_s")).drop("measured_s", "delivered"))
 
 
 def covering_sets(t: dict) -> DataFrame:

@@ -28,6 +28,7 @@ SUMMARY_COLUMNS = [
     ("messages_processed", "messages", "{:,}"),
     ("dropped", "dropped", "{:,}"),
     ("pub_copies", "publication messages", "{:,}"),
+    ("pub_copies_per_s", "publication messages/s", "{:,.0f}"),
     ("false_positive_fraction", "false positives", "{:.2%}"),
     ("pure_forward", "pure-forwarded copies", "{:,}"),
     ("pure_forward_fraction", "pure forwarding", "{:.2%}"),
