@@ -53,3 +53,20 @@ def test_reference_fit_recovers_exact_targets():
         assert predicted["unsub"] == pytest.approx(1.4)
     assert profile["per"]["sub"]["insert_entries"] == pytest.approx(0.1)
     assert profile["base"]["sub"] == pytest.approx(410, abs=0.1)
+
+
+def test_the_publiy_profile_is_its_derivation_from_the_soft_link_papers_measurements():
+    """By hand: 14.0 ms over 9.60 hops of 1 ms leaves 4.4 ms for 10.6 services, 415.1 us each;
+    a subscription joins the MST and the WST, two edits of 17 ms / 6,500 (5.23 us); a WOM
+    update 0.8 ms. No cost follows the index's work."""
+    import yaml
+
+    from actors.costs import PROFILE_DIR
+    from actors.publiy_fit import profile
+
+    shipped = yaml.safe_load((PROFILE_DIR / "publiy.yaml").read_text())
+    assert shipped == profile()
+    publiy = load_profile("publiy")
+    busy = Work(match_predicates=10_000, cover_predicates=10_000, insert_entries=10_000)
+    assert publiy.service_us("pub", busy) == publiy.service_us("pub", Work()) == 415
+    assert publiy.service_us("sub", busy) == 5 and publiy.service_us("soft_open", Work()) == 800
