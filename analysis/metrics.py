@@ -190,10 +190,11 @@ def table_size_over_time(t: dict) -> DataFrame:
 
 
 def links_over_time(t: dict) -> DataFrame:
-    """Per sample: the soft links all brokers hold (null without soft links) and the mean and
-    largest uplink utilisation (null without uplink limits)."""
+    """Per sample: the soft links all brokers hold and a broker holds on average (null without
+    soft links) and the mean and largest uplink utilisation (null without uplink limits)."""
     return t["samples"].groupBy("run", (F.col("t_us") / US).alias("t_s")).agg(
-        F.sum("soft_links").alias("soft_links"), F.mean("uplink_utilisation").alias("mean_uplink"),
+        F.sum("soft_links").alias("soft_links"), F.mean("soft_links").alias("mean_soft_links"),
+        F.mean("uplink_utilisation").alias("mean_uplink"),
         F.max("uplink_utilisation").alias("max_uplink"))
 
 

@@ -162,6 +162,8 @@ MEASURES = {
     "predicate_evaluations_per_publication": Measure(
         "predicate evaluations per publication", "predicates a matcher evaluates over a broker's covering sets for "
         "a publication, every broker matching every publication"),
+    "mean_soft_links": Measure("soft links per broker", "direct links beyond the primary tree a broker holds, "
+                               "mean over brokers", level=True),
     "mean_uplink": Measure("uplink utilisation (%)", "share of each sample its uplink was sending, mean over "
                            "brokers", percent=True),
     "max_uplink": Measure("busiest uplink's utilisation (%)", "share of each sample the busiest broker's uplink "
