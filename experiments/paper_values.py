@@ -84,6 +84,9 @@ def table(values: list[PaperValue], rows: list[dict]) -> str:
         shown = [_shown(value.paper, relative), "-" if ours is None else _shown(ours, relative),
                  "-" if ratio is None else f"{ratio:.2f}"]
         lines.append(f"| {_cell(value.claim)} | {_cell(value.where)} | " + " | ".join(shown) + f" | {words} |")
+    if any(value.relative_to for value in values):
+        lines += ["", "A value against another run's is shown as the change (+12%: 1.12 times), and ours / paper "
+                      "divides the changes."]
     return "\n".join(lines)
 
 

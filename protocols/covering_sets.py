@@ -18,16 +18,19 @@ matcher inside the run. At each sample time ``t`` and broker ``b``:
   (S0: the neighbour toward it, the paper's "Delta = 1");
 - its WST anchor is the held broker nearest the MST anchor on that path (Step 1 of the WOM,
   edge contraction: a broker ``b`` holds no link to is replaced by the next one toward ``b``);
-  the links held are ``b``'s primary neighbours and its soft links open at ``t`` (the static
-  ``links`` and the events ``soft_link_opened`` / ``soft_link_closed``); ``b``'s own
-  subscriptions form a group of their own;
+  the links held are ``b``'s primary neighbours and the soft links it opened and holds at ``t``
+  (the static ``links`` and the events ``soft_link_opened`` / ``soft_link_closed``: a soft link
+  carries copies from the broker that opened it only, and candidate links carry none); ``b``'s
+  own subscriptions form a group of their own;
 - the covering set of a group is its subscriptions that no other one of the group covers (of
   equal filters, the first subscribed stands for the rest): ``covering_set_size`` sums them over
   the groups, ``wst_anchors`` counts the groups;
-- ``predicate_evaluations``: over the sampled publications ``b`` began to handle since the last
-  sample (``publications`` of them), the predicates a matcher evaluates over those covering
-  sets, each subscription's predicates in their order up to its first false one (all of them
-  when it matches; a disjunction's disjuncts in turn until one matches). Publications are
+- ``predicate_evaluations``: over the sampled publications ``b`` begins to handle from ``t`` to
+  the next sample (``publications`` of them), the predicates a matcher evaluates over those
+  covering sets, each subscription's predicates in their order up to its first false one (all
+  of them when it matches; a disjunction's disjuncts in turn until one matches), for every
+  subscription of the sets (a matcher that stopped at a set's first match would count fewer;
+  the paper does not say). Publications are
   sampled evenly over the workload, at most ``PUBLICATION_SAMPLE`` of them;
 - ``evaluations_per_publication``: the same count, averaged over every sampled publication as
   if ``b`` matched them all: the covering sets' cost alone, without the change in which
@@ -69,18 +72,16 @@ def measure(graph: nx.Graph, injections: list, strategy: str, delta: int, static
     for b, broker in enumerate(brokers):
         paths = _paths_from_anchors(graph, broker, brokers, 1 if strategy == "S0" else delta)
         neighbours = {index[n] for n in graph[broker]}
-        previous = -1
         for t in range(every_us, end_us + 1, every_us):
             present = handled.table(broker, t, len(filters))
             held = neighbours | {index[n] for n in links.at(broker, t)}
             groups = _wst_anchors(paths, held, b)[origin]
             in_set = _covering_set(present, groups, pairs)
-            which = handled.publications(broker, previous, t)
+            which = handled.publications(broker, t, t + every_us)
             for column, value in zip(COLUMNS, (
                     t, broker, int(present.sum()), len(np.unique(groups[present])), int(in_set.sum()), len(which),
                     int(evaluations[which][:, in_set].sum()), float(mean_evaluations[in_set].sum()))):
                 rows[column].append(value)
-            previous = t
     return rows
 
 
@@ -151,8 +152,9 @@ class _Timeline(NamedTuple):
     def until(self, t_us: int) -> np.ndarray:
         return self.rows[:np.searchsorted(self.times, t_us, "right")]
 
-    def between(self, after_us: int, until_us: int) -> np.ndarray:
-        return self.rows[np.searchsorted(self.times, after_us, "right"):np.searchsorted(self.times, until_us, "right")]
+    def between(self, from_us: int, until_us: int) -> np.ndarray:
+        """Rows at times in [from_us, until_us)."""
+        return self.rows[np.searchsorted(self.times, from_us):np.searchsorted(self.times, until_us)]
 
 
 class _Handled:
@@ -172,8 +174,8 @@ class _Handled:
         present[self._of(broker, "unsub").until(t_us)] = False
         return present
 
-    def publications(self, broker: str, after_us: int, until_us: int) -> np.ndarray:
-        return self._of(broker, "pub").between(after_us, until_us)
+    def publications(self, broker: str, from_us: int, until_us: int) -> np.ndarray:
+        return self._of(broker, "pub").between(from_us, until_us)
 
 
 def _handled(read, sub_row: dict[str, int], pub_row: dict[str, int]) -> _Handled:

@@ -61,11 +61,12 @@ def measured_at_b0(strategy: str, soft_link_at_s: float | None) -> list[tuple]:
 def test_a_soft_link_splits_a_covering_set_as_the_papers_example():
     """The paper's example: s1 covers s2 while both lie behind B0's one link (the covering set
     is {s1}); once a soft link to B2 holds s1's anchor apart, s2 is a covering set of its own.
-    s4, s1's later twin, never counts; the publication at 7 s evaluates s1's two predicates and
-    s2's first three (y >= 50 fails)."""
+    s4, s1's later twin, never counts. A sample's publications are those from it to the next: the
+    one at 3 s evaluates s1's two predicates against the sets of 2 s, the one at 7 s those and
+    s2's first three (y >= 50 fails) against the sets of 6 s."""
     # (t, entries, WST anchors, covering-set size, publications, predicate evaluations)
     assert measured_at_b0("S2", soft_link_at_s=5) == [
-        (2, 4, 1, 1, 0, 0), (4, 4, 1, 1, 1, 2), (6, 4, 2, 2, 0, 0), (8, 3, 2, 2, 1, 5)]
+        (2, 4, 1, 1, 1, 2), (4, 4, 1, 1, 0, 0), (6, 4, 2, 2, 1, 5), (8, 3, 2, 2, 0, 0)]
 
 
 @pytest.mark.parametrize("strategy", ["S0", "S2"])
