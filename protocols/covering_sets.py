@@ -70,7 +70,7 @@ def measure(graph: nx.Graph, injections: list, strategy: str, delta: int, static
     end_us = max(read("samples", ["t_us"])["t_us"].to_pylist(), default=0)
     rows = {name: [] for name in COLUMNS}
     for b, broker in enumerate(brokers):
-        paths = _paths_from_anchors(graph, broker, brokers, 1 if strategy == "S0" else delta)
+        paths = _paths_from_anchors(graph, broker, index, 1 if strategy == "S0" else delta)
         neighbours = {index[n] for n in graph[broker]}
         for t in range(every_us, end_us + 1, every_us):
             present = handled.table(broker, t, len(filters))
@@ -222,16 +222,15 @@ def _held_links(read, static_links: dict) -> _HeldLinks:
     return _HeldLinks({b: set(links["soft"]) for b, links in static_links.items()}, changes)
 
 
-def _paths_from_anchors(graph: nx.Graph, broker: str, brokers: list[str], delta: int) -> list[list[int]]:
-    """Seen from ``broker``: per broker (by index), the primary path from the MST anchor of its
-    subscriptions back toward ``broker``, the anchor first and ``broker``'s neighbour last
-    (empty for ``broker`` itself)."""
-    index = {name: i for i, name in enumerate(brokers)}
+def _paths_from_anchors(graph: nx.Graph, broker: str, index: dict[str, int], delta: int) -> list[list[int]]:
+    """Seen from ``broker``: per broker (by ``index``, in name order), the primary path from the
+    MST anchor of its subscriptions back toward ``broker``, the anchor first and ``broker``'s
+    neighbour last (empty for ``broker`` itself)."""
     parent, depth = {broker: None}, {broker: 0}
     for a, b in nx.bfs_edges(graph, broker, sort_neighbors=sorted):
         parent[b], depth[b] = a, depth[a] + 1
     paths = []
-    for name in brokers:
+    for name in index:
         node = name
         while depth[node] > delta:
             node = parent[node]
