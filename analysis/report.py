@@ -65,9 +65,14 @@ def _cell(value, fmt: str) -> str:
     if value is None:
         return "-"
     try:
-        return fmt.format(value)
+        return escaped(fmt.format(value))
     except (TypeError, ValueError):
-        return str(value)
+        return escaped(str(value))
+
+
+def escaped(text: str) -> str:
+    """``text`` fit for one cell of a Markdown table."""
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(rows: list[dict], columns) -> str:

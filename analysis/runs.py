@@ -187,11 +187,15 @@ def _measured(frame, table: str):
     """The rows of ``table`` inside their run's window (every row of a whole run): one
     comparison a row against the bounds its run's file brought (a condition per run made each
     row's cost grow with the runs windowed)."""
+    return frame.where(_inside_window(TIME_COLUMNS[table])).drop(MEASURED_FROM, MEASURED_UNTIL)
+
+
+def _inside_window(time_column: str):
+    """True for a row whose ``time_column`` lies inside its run's window (every row of a whole run)."""
     from pyspark.sql import functions as F
 
-    time = F.col(TIME_COLUMNS[table])
-    inside = F.col(MEASURED_FROM).isNull() | time.between(F.col(MEASURED_FROM), F.col(MEASURED_UNTIL))
-    return frame.where(inside).drop(MEASURED_FROM, MEASURED_UNTIL)
+    time = F.col(time_column)
+    return F.col(MEASURED_FROM).isNull() | time.between(F.col(MEASURED_FROM), F.col(MEASURED_UNTIL))
 
 
 def _delivered_in_window(deliveries):
@@ -201,9 +205,8 @@ def _delivered_in_window(deliveries):
     publications they delivered by the run's end."""
     from pyspark.sql import functions as F
 
-    time = F.col("t_deliver_us")
-    inside = F.col(MEASURED_FROM).isNull() | time.between(F.col(MEASURED_FROM), F.col(MEASURED_UNTIL))
-    return deliveries.where(inside).groupBy("run").agg(F.count(F.lit(1)).alias("delivered"))
+    inside = deliveries.where(_inside_window("t_deliver_us"))
+    return inside.groupBy("run").agg(F.count(F.lit(1)).alias("delivered"))
 
 
 def local_frame(spark, rows: list[tuple], ddl: str):

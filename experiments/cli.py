@@ -6,6 +6,7 @@ no traceback, nothing written), 1 on a run that failed after starting.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -65,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="output directory (default: figures/NAME); of several figures, the parent of "
                              "one directory each (default: figures)")
     figure.add_argument("--small", action="store_true", help="test-sized runs")
+    figure.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override for every run, after the figure's own (e.g. runtime.costs=publiy); "
+                             "the page names it")
     figure.add_argument("--repeat", type=int, default=1,
                         help="runs per variant, seeds counting up from its scenario's: the page gives means with "
                              "95%% confidence intervals (default: 1)")
@@ -281,7 +285,7 @@ def _figure(args) -> int:
         raise InputError("figure: name figures or give --all, not both")
     if len(set(names)) != len(names):
         raise InputError(f"figure: a figure is named twice: {' '.join(names)}")
-    chosen = [figures.load(name) for name in names]
+    chosen = [dataclasses.replace(figures.load(name), changed=tuple(args.overrides)) for name in names]
     suffix = ("-small" if args.small else "") + (f"-repeat{args.repeat}" if args.repeat > 1 else "")
     if len(chosen) == 1:
         outs = [args.out or Path("figures") / (names[0] + suffix)]

@@ -118,11 +118,13 @@ class Figure:
     sweep_reciprocal: bool = False  # the x axis shows 1 / the key's value (a rate for an interval)
     phases: tuple = ()  # (label, Window, the test-sized runs' Window or None): stretches time panels shade
     paper_values: tuple = ()  # PaperValue: the paper's stated numbers, beside ours on the page
+    changed: tuple = ()  # overrides given to every run by ``figure --set``, named on the page
 
     def overrides(self, label: str, small: bool) -> list[str]:
-        """A run's overrides: its own, then --small's (the figure's, then the run's), then its name."""
+        """A run's overrides: its own, then --small's (the figure's, then the run's), then
+        ``figure --set``'s, then its name."""
         _, own, own_small = self.runs[label]
-        return [*own, *(self.small + own_small if small else []), f"name={self.name}-{label}"]
+        return [*own, *(self.small + own_small if small else []), *self.changed, f"name={self.name}-{label}"]
 
     def run_name(self, label: str, seed: int | None = None) -> str:
         name = f"{self.name}-{label}"
@@ -620,6 +622,9 @@ def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: 
         lines.append(f"{source} **The setup departs from the paper's** in {', '.join(departs)} (table below).")
     else:
         lines.append(f"{source} The setup is the paper's (table below).")
+    if figure.changed:
+        lines += ["", "**Changed from the figure's setup** for every run (`figure --set`): "
+                  + ", ".join(f"`{override}`" for override in figure.changed) + "."]
     lines += ["", f"Runs: {', '.join(figure.runs)}; {_size(rows)}.", ""]
     lines += [line for extra in (seeds, checks) if extra for line in (extra, "")]
     if any(d.note is None for d in drawn):
@@ -674,8 +679,10 @@ def _summary_table(figure: Figure, rows: list[dict]) -> str:
 
 
 def _setup_table(setup: list[Setting], small: bool) -> str:
+    from analysis.report import escaped
+
     def cell(text: str | None) -> str:
-        return (text or "").replace("|", "\\|").replace("\n", " ")
+        return escaped(text or "")
 
     heading = "| setting | paper | ours |" + (" test-sized |" if small else "") + " why they differ |"
     lines = [heading, "|" + "---|" * (5 if small else 4)]

@@ -75,24 +75,27 @@ def verdict(paper: float, ours: float | None, relative: bool) -> tuple[float | N
 
 def table(values: list[PaperValue], rows: list[dict]) -> str:
     """The page's table: claim, where, the paper's value, ours, ours / paper, verdict."""
+    from analysis.report import markdown_table
+
     by_run = {row["run"]: row for row in rows}
-    lines = ["| claim | where in the paper | paper | ours | ours / paper | |", "|---|---|---|---|---|---|"]
-    for value in values:
-        ours = value.ours(by_run)
-        relative = value.relative_to is not None
-        ratio, words = verdict(value.paper, ours, relative)
-        shown = [_shown(value.paper, relative), "-" if ours is None else _shown(ours, relative),
-                 "-" if ratio is None else f"{ratio:.2f}"]
-        lines.append(f"| {_cell(value.claim)} | {_cell(value.where)} | " + " | ".join(shown) + f" | {words} |")
+    lines = [markdown_table([_row(value, by_run) for value in values], _COLUMNS)]
     if any(value.relative_to for value in values):
         lines += ["", "A value against another run's is shown as the change (+12%: 1.12 times), and ours / paper "
                       "divides the changes."]
     return "\n".join(lines)
 
 
+_COLUMNS = [("claim", "claim", "{}"), ("where", "where in the paper", "{}"), ("paper", "paper", "{}"),
+            ("ours", "ours", "{}"), ("ratio", "ours / paper", "{:.2f}"), ("verdict", "", "{}")]
+
+
+def _row(value: PaperValue, by_run: dict[str, dict]) -> dict:
+    ours = value.ours(by_run)
+    relative = value.relative_to is not None
+    ratio, words = verdict(value.paper, ours, relative)
+    return {"claim": value.claim, "where": value.where, "paper": _shown(value.paper, relative),
+            "ours": None if ours is None else _shown(ours, relative), "ratio": ratio, "verdict": words}
+
+
 def _shown(value: float, relative: bool) -> str:
     return f"{value - 1:+.0%}" if relative else f"{value:,.4g}"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")

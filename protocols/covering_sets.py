@@ -44,6 +44,7 @@ from typing import Callable, NamedTuple
 import networkx as nx
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .index import FilterIndex
 from .language import Filter, satisfies
@@ -179,18 +180,28 @@ class _Handled:
 
 
 def _handled(read, sub_row: dict[str, int], pub_row: dict[str, int]) -> _Handled:
-    table = read("messages", ["broker", "kind", "msg_id", "t_start_us"])
+    table = _sampled_messages(read("messages", ["broker", "kind", "msg_id", "t_start_us"]), pub_row)
     row_of = {"sub": sub_row, "unsub": sub_row, "pub": pub_row}
     found: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for broker, kind, msg_id, start in zip(*(table[c].to_pylist() for c in ("broker", "kind", "msg_id", "t_start_us"))):
         row = row_of.get(kind, {}).get(msg_id)
-        if row is not None and start is not None:
+        if row is not None:
             found.setdefault((broker, kind), []).append((start, row))
     timelines = {}
     for key, handled in found.items():
         handled.sort()
         timelines[key] = _Timeline(np.array([t for t, _ in handled], np.int64), np.array([r for _, r in handled], np.int64))
     return _Handled(timelines)
+
+
+def _sampled_messages(table: pa.Table, pub_row: dict[str, int]) -> pa.Table:
+    """The rows of the ``messages`` table the measurement reads, kept before they become Python
+    lists (a full-size run holds millions of rows): every subscription and unsubscription, and
+    the sampled publications, once their handling began."""
+    kind = table["kind"]
+    subscriptions = pc.is_in(kind, pa.array(["sub", "unsub"]))
+    sampled = pc.and_(pc.equal(kind, "pub"), pc.is_in(table["msg_id"], pa.array(list(pub_row), pa.string())))
+    return table.filter(pc.and_(pc.or_(subscriptions, sampled), pc.is_valid(table["t_start_us"])))
 
 
 class _HeldLinks:

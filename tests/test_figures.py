@@ -91,6 +91,8 @@ def test_listing_and_input_errors(tmp_path, capsys):
     assert "holds no figure's runs" in capsys.readouterr().err
     assert (tmp_path / "taken" / "file").exists()  # --force removes only a figure's own output
     assert main(["figure"]) == 2
+    assert main(["figure", "burst_covering", "--set", "runtime.costs=padre", "--out", str(tmp_path / "new")]) == 2
+    assert "padre" in capsys.readouterr().err and not (tmp_path / "new" / "runs").exists()
 
 
 def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
@@ -214,6 +216,9 @@ def test_figure_reuses_complete_runs_and_force_starts_over(tmp_path, capsys, ray
     assert main([*command, "--force"]) == 0
     assert "4 run(s) to go" in capsys.readouterr().err
     assert all(p.stat().st_mtime_ns != t for p, t in manifests.items())
+    assert main([*command, "--set", "runtime.costs=zero"]) == 0  # another setup: none of the runs is reused
+    assert "4 run(s) to go" in capsys.readouterr().err
+    assert "for every run (`figure --set`): `runtime.costs=zero`." in (out / "figure.md").read_text()
     assert main(["analyze", str(out), "--out", str(tmp_path / "again")]) == 0  # a figure's directory: its runs
     summary = (tmp_path / "again" / "summary.csv").read_text()
     assert all(f"relocation_enterprise-{label}," in summary for label in ("static", "pop", "grape_load", "grape_delay"))
