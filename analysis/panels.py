@@ -86,6 +86,7 @@ class _Page:
     looks: dict
     sweep: Sweep | None
     core: list[str]  # the core brokers in order along the core
+    marks: tuple = ()  # the paper's values (experiments.paper_values.PaperValue: y, run, relative_to, paper)
 
 
 @dataclass(frozen=True)
@@ -139,14 +140,17 @@ def check(panel: Panel, variants: list[str]) -> None:
 
 def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, path: Path,
          sweep: Sweep | None = None, windowed: Windowed | None = None,
-         looks: dict[str, str] | None = None, phases: list[tuple[str, float, float]] = ()) -> list[Drawn]:
+         looks: dict[str, str] | None = None, phases: list[tuple[str, float, float]] = (),
+         marks: tuple = ()) -> list[Drawn]:
     """Draw ``panels`` on one page at ``path`` from the metric tables under ``tables``;
     ``runs``: run name in the tables -> variant label, in the figure's order; ``windowed``:
     the runs over the figure's window, which panels but time ones are drawn from; ``looks``:
     variant -> a look it shares with others (the same strategy in two datasets); ``phases``:
-    (label, from s, until s) stretches the time panels shade and name."""
+    (label, from s, until s) stretches the time panels shade and name; ``marks``: the paper's
+    values, drawn on the bars and time panels of their column (a dashed line across the bar,
+    a dotted line in the run's colour)."""
     variants = list(dict.fromkeys(runs.values()))
-    page = _Page(variants, style.styles(variants, looks), sweep, _core_order(tables))
+    page = _Page(variants, style.styles(variants, looks), sweep, _core_order(tables), tuple(marks))
     shown, drawn = [], []
     for i, panel in enumerate(panels):
         over = windowed if windowed is not None and panel.over_window() else None
@@ -313,6 +317,7 @@ def _log_y(ax, panel: Panel) -> None:
 
 def _time(ax, panel, rows, page: _Page) -> None:
     _line_panel(ax, panel, rows, page, step=False)
+    _paper_levels(ax, panel, page)
     if panel.scale == "log":
         _log_y(ax, panel)
     else:
@@ -358,6 +363,7 @@ def _bars(ax, panel, rows, page: _Page) -> None:
                   edgecolor="black", linewidth=0.5)
     texts = [_format(h, m) + (f" ± {_format(e, m)}" if errors else "") for h, e in zip(heights, errors or heights)]
     ax.bar_label(bars, labels=texts, fontsize="small", padding=2)
+    marked = _paper_bars(ax, panel, page, groups, m)
     crowded = len(groups) > 4
     ax.set_xticks(positions, [" = ".join(g) + ("\n(identical)" if len(g) > 1 else "") for g in groups],
                   rotation=30 if crowded else 0, ha="right" if crowded else "center", fontsize="small")
@@ -365,7 +371,39 @@ def _bars(ax, panel, rows, page: _Page) -> None:
         ax.set_ylabel(m.label)
     else:
         style.label_axis(ax, "y", panel.y)
-    ax.set_ylim(0, max(heights + [0]) * 1.15 or 1)
+    ax.set_ylim(0, max(heights + marked + [0]) * 1.15 or 1)
+
+
+PAPER_LABEL = "the paper's value (table below)"
+
+
+def _marks_of(panel: Panel, page: _Page) -> list:
+    return [mark for mark in page.marks if mark.y == panel.y and mark.relative_to == panel.relative_to]
+
+
+def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style.Measure) -> list[float]:
+    """The paper's value of a bar's run as a dashed line across the bar; returns their heights."""
+    heights = []
+    for position, group in enumerate(groups):
+        for mark in _marks_of(panel, page):
+            if mark.run in group:
+                heights.append(float(m.scale(mark.paper)))
+                ax.hlines(heights[-1], position - 0.45, position + 0.45, colors="black", linestyles="--",
+                          linewidth=1.6, zorder=3, label=None if len(heights) > 1 else PAPER_LABEL)
+    if heights:
+        ax.legend(fontsize="small", framealpha=0.85)
+    return heights
+
+
+def _paper_levels(ax, panel: Panel, page: _Page) -> None:
+    """The paper's value of a run over time as a dotted level in the run's colour."""
+    levels = [mark for mark in _marks_of(panel, page) if mark.run in (panel.variants or page.variants)]
+    m = style.measure(panel.y)
+    for i, mark in enumerate(levels):
+        ax.axhline(float(m.scale(mark.paper)), color=page.looks[mark.run].colour, linestyle=":", linewidth=1.6,
+                   label=None if i else f"dotted: {PAPER_LABEL}")
+    if levels:
+        ax.legend(fontsize="small", framealpha=0.85)
 
 
 def _relative(panel: Panel, rows: dict, estimates: dict) -> dict:

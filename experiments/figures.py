@@ -512,7 +512,7 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
         out / WINDOW_REPORT / "tables", _run_labels(figure, instances, window), window, _seconds(window, rows))
     drawn = draw(figure.panels, report / "tables", _run_labels(figure, instances),
                  _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out, instances), windowed,
-                 figure.looks, figure.phases_at(small)) \
+                 figure.looks, figure.phases_at(small), figure.paper_values) \
         if figure.panels else []
     summaries = [("Summary", rows)]
     if window is not None:

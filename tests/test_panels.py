@@ -77,6 +77,34 @@ def test_bars_merge_identical_variants_and_divide_by_a_reference(tables):
     style.plt.close(fig)
 
 
+def test_the_papers_values_are_drawn_on_the_bars_and_time_panels_of_their_column(tables):
+    """A dashed line across the bar of the value's run (over a reference when the value is a
+    ratio), the axis raised to show it; a dotted level in the run's colour over time; none on
+    a panel of another column."""
+    from experiments.paper_values import PaperValue
+
+    marks = (PaperValue("yield", "Table 2", 0.9, "yield", "S1"), PaperValue("delay", "Fig. 10", 4.0, "max_s", "SH", "S0"),
+             PaperValue("traffic", "Fig. 11", 30.0, "pub_copies_per_s", "S0"))
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [], marks)
+    fig, (yields, ratios, other, traffic) = style.plt.subplots(1, 4)
+    for ax, panel in ((yields, Panel("Yield", "summary", "yield", kind="bars")),
+                      (ratios, Panel("Largest delay", "summary", "max_s", kind="bars", relative_to="S0")),
+                      (other, Panel("Largest delay", "summary", "max_s", kind="bars"))):
+        panels._bars(ax, panel, panels._rows(tables, panel, RUNS), page)
+    panels._time(traffic, Panel("traffic", "throughput", "pub_copies_per_s"),
+                 panels._rows(tables, Panel("traffic", "throughput", "pub_copies_per_s"), RUNS), page)
+    (dashed,) = yields.collections
+    assert dashed.get_segments()[0].tolist() == [[1 - 0.45, 90.0], [1 + 0.45, 90.0]]  # S1, the second bar, in %
+    assert yields.get_ylim()[1] == pytest.approx(90.0 * 1.15) and panels.PAPER_LABEL in _legend(yields)
+    (dashed,) = ratios.collections
+    assert dashed.get_segments()[0].tolist() == [[2 - 0.45, 4.0], [2 + 0.45, 4.0]]  # SH over S0
+    assert not other.collections and other.get_legend() is None
+    level = traffic.lines[-1]
+    assert list(level.get_ydata()) == [30.0, 30.0] and level.get_linestyle() == ":"
+    assert level.get_color() == page.looks["S0"].colour
+    style.plt.close(fig)
+
+
 def test_a_sweep_draws_one_line_per_series_against_the_setting(tables):
     fig, ax = style.plt.subplots()
     sweep = Sweep("unsubscriptions", {"S0": ("active", 100), "S1": ("active", 200), "S2": ("selective", 100),
