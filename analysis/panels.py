@@ -147,8 +147,8 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
     the runs over the figure's window, which panels but time ones are drawn from; ``looks``:
     variant -> a look it shares with others (the same strategy in two datasets); ``phases``:
     (label, from s, until s) stretches the time panels shade and name; ``marks``: the paper's
-    values, drawn on the bars and time panels of their column (a dashed line across the bar,
-    a dotted line in the run's colour)."""
+    values, drawn on the bars, time and sweep panels of their column (a dashed line across the
+    bar, a dotted level in the run's colour, a star at the run's setting)."""
     variants = list(dict.fromkeys(runs.values()))
     page = _Page(variants, style.styles(variants, looks), sweep, _core_order(tables), tuple(marks))
     shown, drawn = [], []
@@ -386,7 +386,7 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
     heights = []
     for position, group in enumerate(groups):
         for mark in _marks_of(panel, page):
-            if mark.run in group:
+            if any(run in group for run in mark.runs):
                 heights.append(float(m.scale(mark.paper)))
                 ax.hlines(heights[-1], position - 0.45, position + 0.45, colors="black", linestyles="--",
                           linewidth=1.6, zorder=3, label=None if len(heights) > 1 else PAPER_LABEL)
@@ -397,13 +397,33 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
 
 def _paper_levels(ax, panel: Panel, page: _Page) -> None:
     """The paper's value of a run over time as a dotted level in the run's colour."""
-    levels = [mark for mark in _marks_of(panel, page) if mark.run in (panel.variants or page.variants)]
+    shown = panel.variants or page.variants
+    levels = [(mark, run) for mark in _marks_of(panel, page) for run in mark.runs if run in shown]
     m = style.measure(panel.y)
-    for i, mark in enumerate(levels):
-        ax.axhline(float(m.scale(mark.paper)), color=page.looks[mark.run].colour, linestyle=":", linewidth=1.6,
+    for i, (mark, run) in enumerate(levels):
+        ax.axhline(float(m.scale(mark.paper)), color=page.looks[run].colour, linestyle=":", linewidth=1.6,
                    label=None if i else f"dotted: {PAPER_LABEL}")
     if levels:
         ax.legend(fontsize="small", framealpha=0.85)
+
+
+def _paper_points(ax, panel: Panel, page: _Page, series_looks: dict) -> None:
+    """On a sweep, the paper's value of one run as a star at its setting, and the largest of
+    several (``largest_of``) as a dotted level across their settings, in the series' colour."""
+    m, first = style.measure(panel.y), True
+    for mark in _marks_of(panel, page):
+        points = [page.sweep.points[run] for run in mark.runs if run in page.sweep.points]
+        if not points:
+            continue
+        names = {name for name, _ in points}
+        colour = series_looks[points[0][0]].colour if len(names) == 1 else "black"  # runs of several series
+        xs, y = [x for _, x in points], float(m.scale(mark.paper))
+        label, first = PAPER_LABEL if first else None, False
+        if len(xs) == 1:
+            ax.plot(xs, [y], marker="*", markersize=13, color=colour, markeredgecolor="black", linestyle="none",
+                    label=label, zorder=4)
+        else:
+            ax.hlines(y, min(xs), max(xs), colors=colour, linestyles=":", linewidth=1.8, label=label, zorder=4)
 
 
 def _relative(panel: Panel, rows: dict, estimates: dict) -> dict:
@@ -500,6 +520,7 @@ def _sweep(ax, panel, rows, page: _Page) -> None:
         ax.plot(x, scale(y), label=style.group_label(group), **looks.line_kwargs(points=len(x)))
         if not np.isnan(half).all():
             ax.fill_between(x, scale(y - half), scale(y + half), color=looks.colour, alpha=0.2, linewidth=0)
+    _paper_points(ax, panel, page, series_looks)
     ax.set_xlabel(sweep.label)
     if _evenly_spaced_in_log(xs):  # settings spread over decades (sampling factors, broker counts)
         ax.set_xscale("log")

@@ -1,7 +1,8 @@
 """A figure's ``paper_values``: the numbers the paper's text states for it, each beside ours.
 
 Each entry names a claim, where the paper states it, the paper's number and where ours comes
-from: a summary column of one run, or its ratio to another run's (``relative_to``). A ratio
+from: a summary column of one run, its ratio to another run's (``relative_to``), or the largest
+of several runs' (``largest_of``: the paper's "at most", "the maximum overhead"). A ratio
 is compared as a change (the paper's "12% jump" is 1.12 and shows as +12%), so that ours / the
 paper's compares what changed, not two numbers near 1. The verdict says whether ours is within a
 factor of two of the paper's, beyond it, or goes the other way: where it is not within, the
@@ -15,7 +16,7 @@ from pathlib import Path
 from protocols.errors import InputError
 
 ENTRY_KEYS = ("claim", "where", "paper", "ours")
-OURS_KEYS = ("y", "run", "relative_to")
+OURS_KEYS = ("y", "run", "largest_of", "relative_to")
 
 
 @dataclass(frozen=True)
@@ -24,12 +25,17 @@ class PaperValue:
     where: str
     paper: float
     y: str  # a summary column
-    run: str
+    run: str | tuple[str, ...]  # one run, or several whose largest value the paper states ("at most 5%")
     relative_to: str | None = None
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        return self.run if isinstance(self.run, tuple) else (self.run,)
 
     def ours(self, rows: dict[str, dict]) -> float | None:
         """Our value from the summary rows by run label (None where a run has none)."""
-        value = (rows.get(self.run) or {}).get(self.y)
+        values = [value for run in self.runs if (value := (rows.get(run) or {}).get(self.y)) is not None]
+        value = max(values) if values else None
         if value is None or self.relative_to is None:
             return value
         base = (rows.get(self.relative_to) or {}).get(self.y)
@@ -46,16 +52,24 @@ def parse(given, runs: list[str], known_columns: list[str], path: Path) -> list[
         if not isinstance(entry, dict) or set(entry) != set(ENTRY_KEYS):
             raise InputError(f"{where}: expected exactly the keys {', '.join(ENTRY_KEYS)}")
         ours = entry["ours"]
-        if not isinstance(ours, dict) or not {"y", "run"} <= set(ours) <= set(OURS_KEYS):
-            raise InputError(f"{where}.ours: expected {{y: SUMMARY COLUMN, run: RUN}} and optionally relative_to: RUN")
+        if not isinstance(ours, dict) or "y" not in ours or not set(ours) <= set(OURS_KEYS) \
+                or ("run" in ours) == ("largest_of" in ours) or ("largest_of" in ours and "relative_to" in ours):
+            raise InputError(f"{where}.ours: expected {{y: SUMMARY COLUMN, run: RUN}} and optionally relative_to: RUN, "
+                             "or {y: SUMMARY COLUMN, largest_of: [RUN, ...]}")
         if isinstance(entry["paper"], bool) or not isinstance(entry["paper"], (int, float)):
             raise InputError(f"{where}.paper: expected a number, got {entry['paper']!r}")
         if ours["y"] not in known_columns:
             raise InputError(f"{where}.ours.y: unknown summary column {ours['y']!r}")
-        for key in ("run", "relative_to"):
-            if key in ours and ours[key] not in runs:
-                raise InputError(f"{where}.ours.{key}: no run {ours[key]!r} in this figure (runs: {', '.join(runs)})")
-        found.append(PaperValue(str(entry["claim"]), str(entry["where"]), float(entry["paper"]), ours["y"], ours["run"],
+        largest_of = ours.get("largest_of")
+        if largest_of is not None and (not isinstance(largest_of, list) or len(largest_of) < 2):
+            raise InputError(f"{where}.ours.largest_of: expected a list of two runs or more")
+        for key, named in (("run", [ours.get("run")]), ("relative_to", [ours.get("relative_to")]),
+                           ("largest_of", largest_of or [])):
+            for run in named:
+                if key in ours and run not in runs:
+                    raise InputError(f"{where}.ours.{key}: no run {run!r} in this figure (runs: {', '.join(runs)})")
+        run = tuple(largest_of) if largest_of else ours["run"]
+        found.append(PaperValue(str(entry["claim"]), str(entry["where"]), float(entry["paper"]), ours["y"], run,
                                 ours.get("relative_to")))
     return found
 

@@ -116,7 +116,13 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good + "\npaper_values: [{claim: c, where: w, paper: lots, ours: {y: yield, run: S0}}]\n",
                               "paper_values[0].paper: expected a number, got 'lots'"),
                              (good + "\npaper_values: [{claim: c, paper: 2, ours: {y: yield, run: S0}}]\n",
-                              "paper_values[0]: expected exactly the keys claim, where, paper, ours")):
+                              "paper_values[0]: expected exactly the keys claim, where, paper, ours"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, largest_of: "
+                                     "[S0, S1], relative_to: S2}}]\n", "paper_values[0].ours: expected {y: SUMMARY"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, largest_of: "
+                                     "[S0]}}]\n", "paper_values[0].ours.largest_of: expected a list of two runs"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, largest_of: "
+                                     "[S0, S9]}}]\n", "paper_values[0].ours.largest_of: no run 'S9'")):
         (tmp_path / "bad.yaml").write_text(mistake)
         with pytest.raises(InputError, match=re.escape(message)):
             figures.load("bad")

@@ -118,6 +118,24 @@ def test_a_sweep_draws_one_line_per_series_against_the_setting(tables):
     style.plt.close(fig)
 
 
+def test_a_sweep_marks_the_papers_value_of_a_run_and_the_largest_of_a_series(tables):
+    from experiments.paper_values import PaperValue
+
+    sweep = Sweep("unsubscriptions", {"S0": ("active", 100), "S1": ("active", 200), "S2": ("selective", 100),
+                                      "SH": ("selective", 200)})
+    marks = (PaperValue("one", "Fig. 5", 3.0, "max_s", "S1"), PaperValue("at most", "Fig. 6", 1.5, "max_s", ("S2", "SH")))
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), sweep, [], marks)
+    fig, ax = style.plt.subplots()
+    panels._sweep(ax, Panel("Largest delay", "summary", "max_s", kind="sweep"),
+                  panels._rows(tables, Panel("Largest delay", "summary", "max_s", kind="sweep"), RUNS), page)
+    star = ax.lines[-1]
+    assert list(star.get_xdata()) == [200] and list(star.get_ydata()) == [3.0] and star.get_marker() == "*"
+    (level,) = ax.collections
+    assert level.get_segments()[0].tolist() == [[100, 1.5], [200, 1.5]]
+    assert panels.PAPER_LABEL in _legend(ax) and ax.get_ylim()[1] >= 3.0
+    style.plt.close(fig)
+
+
 def test_a_curve_draws_a_column_against_another_per_variant_in_its_order(tmp_path):
     """Figs. 6-7 of the multi-tree paper: a clustering's cost after each merge step against
     its trees, rows filtered by plan; points sorted by x whatever the rows' order."""
