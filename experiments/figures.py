@@ -29,6 +29,8 @@ A figure is a YAML file in ``experiments/figures/``:
     panels:                        # the paper's figure (analysis/panels.py)
       - {title: Delivery delay, table: delay_over_time, y: mean_s}
     plots: [Delivery delay over time, ...]   # the generic report's plots shown below the panels
+    paper_values:                  # the paper's stated numbers beside ours (experiments/paper_values.py)
+      - {claim: ..., where: Fig. 10, paper: 0.014, ours: {y: mean_s, run: active}}
 
 ``run_figure`` runs the variants as a sweep (concurrent Ray tasks, ``experiments/sweep.py``)
 into ``OUT/runs/<label>`` (named ``<figure>-<label>``), reusing the runs an earlier call
