@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis import style
 from protocols.errors import InputError
 
 ENTRY_KEYS = ("claim", "where", "paper", "ours")
@@ -107,9 +108,13 @@ def _row(value: PaperValue, by_run: dict[str, dict]) -> dict:
     ours = value.ours(by_run)
     relative = value.relative_to is not None
     ratio, words = verdict(value.paper, ours, relative)
-    return {"claim": value.claim, "where": value.where, "paper": _shown(value.paper, relative),
-            "ours": None if ours is None else _shown(ours, relative), "ratio": ratio, "verdict": words}
+    share = not relative and getattr(style.MEASURES.get(value.y), "percent", False)  # yield, control share
+    return {"claim": value.claim, "where": value.where, "paper": _shown(value.paper, relative, share),
+            "ours": None if ours is None else _shown(ours, relative, share), "ratio": ratio, "verdict": words}
 
 
-def _shown(value: float, relative: bool) -> str:
-    return f"{value - 1:+.0%}" if relative else f"{value:,.4g}"
+def _shown(value: float, relative: bool, share: bool) -> str:
+    """A change as +12%, a share as 5.0%, other values with four significant digits."""
+    if relative:
+        return f"{value - 1:+.0%}"
+    return f"{value:.1%}" if share else f"{value:,.4g}"

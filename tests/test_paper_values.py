@@ -23,11 +23,13 @@ def test_the_table_takes_ours_from_the_summary_rows():
     values = [PaperValue("size at 10 against 5", "Sec. 7", 1.12, "mean_covering_set", "F10", "F5"),
               PaperValue("delay", "Fig. 10", 0.02, "mean_s", "F5"),
               PaperValue("missing", "Fig. 10", 0.02, "mean_s", "F25"),
-              PaperValue("delay at most", "Fig. 6", 0.06, "mean_s", ("F5", "F10", "F25"))]
-    rows = [{"run": "F5", "mean_covering_set": 100.0, "mean_s": 0.05},
+              PaperValue("delay at most", "Fig. 6", 0.06, "mean_s", ("F5", "F10", "F25")),
+              PaperValue("yield", "Table 2", 0.5, "yield", "F5")]
+    rows = [{"run": "F5", "mean_covering_set": 100.0, "mean_s": 0.05, "yield": 0.75},
             {"run": "F10", "mean_covering_set": 125.0, "mean_s": 0.04}]
     lines = table(values, rows).splitlines()
     assert lines[2] == "| size at 10 against 5 | Sec. 7 | +12% | +25% | 2.08 | differs by more than 2x |"
     assert lines[3] == "| delay | Fig. 10 | 0.02 | 0.05 | 2.50 | differs by more than 2x |"
     assert lines[4] == "| missing | Fig. 10 | 0.02 | - | - | not measured |"
     assert lines[5] == "| delay at most | Fig. 6 | 0.06 | 0.05 | 0.83 | within 2x |"  # the largest of F5 and F10
+    assert lines[6] == "| yield | Table 2 | 50.0% | 75.0% | 1.50 | within 2x |"  # a share in percent
