@@ -266,6 +266,8 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
         written.result()
     collected = {name: result.result() for name, result in running.items()}
     collected["migrations"] = metrics.with_hops_moved(collected["migrations"], metrics.overlay_links(tables))
+    ends = {row["run"]: row["sim_end_s"] for row in collected["summary"].select(["run", "sim_end_s"]).to_pylist()}
+    collected["migrations_over_time"] = metrics.migrations_over_time(collected["migrations"], ends)
     collected = {name: _with_same(table, same, every_run) for name, table in collected.items()}
     orders |= {label: orders[source] for label, source in same.items() if source in orders}
     _write_all(reports, collected, orders)

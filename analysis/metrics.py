@@ -247,6 +247,25 @@ def with_hops_moved(moves: pa.Table, links: list[tuple[str, str, str]]) -> pa.Ta
     return moves.append_column("hops_moved", pa.array(hops, pa.int32()))
 
 
+def migrations_over_time(moves: pa.Table, ends: dict[str, float]) -> pa.Table:
+    """Per run that moved a publisher, the migrations it had begun by each one's start, from
+    none at time 0 to its total at the run's end (``ends``: run -> its end in seconds):
+    publishers that settle show as a line that flattens (from the collected ``migrations``, a
+    few rows, in the driver)."""
+    starts: dict[str, list[float]] = {}
+    for row in moves.select(["run", "t_start_s"]).to_pylist():
+        starts.setdefault(row["run"], []).append(row["t_start_s"])
+    rows = []
+    for run in sorted(starts):
+        times = [0.0, *sorted(starts[run])]
+        rows += [(run, t, n) for n, t in enumerate(times)]
+        if ends.get(run, 0.0) > times[-1]:
+            rows.append((run, ends[run], len(times) - 1))
+    return pa.table({"run": pa.array([r for r, _, _ in rows], pa.string()),
+                     "t_s": pa.array([t for _, t, _ in rows], pa.float64()),
+                     "migrations_so_far": pa.array([n for _, _, n in rows], pa.int64())})
+
+
 def overlay_links(t: dict) -> list[tuple[str, str, str]]:
     """(run, a, b) of every overlay link of every run (a local relation: no Spark job)."""
     return [(r.run, r.a, r.b) for r in t["links"].select("run", "a", "b").collect()]

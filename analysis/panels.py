@@ -316,7 +316,7 @@ def _log_y(ax, panel: Panel) -> None:
 
 
 def _time(ax, panel, rows, page: _Page) -> None:
-    _line_panel(ax, panel, rows, page, step=False)
+    _line_panel(ax, panel, rows, page, step=style.measure(panel.y).steps)
     _paper_levels(ax, panel, page)
     if panel.scale == "log":
         _log_y(ax, panel)

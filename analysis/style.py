@@ -122,12 +122,14 @@ class Measure:
     """What a plotted column is: the axis label (with its unit), a one-line definition, and
     how its values are shown (``percent``: a fraction shown as %, ``integer``: counts).
     ``level``: a quantity held over time (a table's size), which shows activity by changing,
-    where the others (rates, queues, delays) show it by not being zero."""
+    where the others (rates, queues, delays) show it by not being zero. ``steps``: a count
+    that changes only at its events, drawn as steps."""
     label: str
     definition: str
     integer: bool = False
     percent: bool = False
     level: bool = False
+    steps: bool = False
 
     def scale(self, values):
         return np.asarray(values, dtype=float) * (100.0 if self.percent else 1.0)
@@ -205,6 +207,8 @@ MEASURES = {
     "control_share": Measure("relocation control messages (%)", "the relocation protocol's own messages, of "
                              "all messages processed", percent=True),
     "migrations": Measure("publisher migrations", "publishers moved to another broker", integer=True),
+    "migrations_so_far": Measure("publisher migrations so far", "publishers moved to another broker since the "
+                                 "run began, counted at each migration's start", integer=True, steps=True),
     "mean_wait_s": Measure("migration wait (s)", "a migrating publisher held back, from decision to resuming"),
     "mean_selection_s": Measure("selection time (s)", "from the end of a trace session to the chosen broker "
                                 "(GRAPE's collection round, POP's walk), mean over the migrations"),

@@ -655,7 +655,7 @@ def _panel_caption(d: Drawn, windowed: bool) -> str:
         x = measure(d.panel.x)
         text += f"; x: {x.label}, {x.definition}"
     elif d.panel.kind == "time":
-        text += ", per time bucket (or sample) of the analysis"
+        text += ", a step at each event" if y.steps else ", per time bucket (or sample) of the analysis"
         if windowed:
             text += "; shaded: the window the other panels measure"
     elif d.panel.table == "summary":

@@ -289,12 +289,16 @@ def test_relocation_metrics_match_the_events_and_messages(analysed):
     assert list(moves.hops_moved) == [nx.shortest_path_length(overlay, origin, target)
                                       for origin, target in zip(moves.origin, moves.target)]
     assert moves.hops_moved.min() >= 1 and moves.hops_moved.nunique() > 1
+    so_far = _metric(out, "migrations_over_time")
+    so_far = so_far[so_far.run == label].sort_values("t_s", kind="stable")
+    sim_end = json.loads((path / "manifest.json").read_text())["sim_end_us"] / 1e6
+    assert list(so_far.migrations_so_far) == [*range(len(migrated) + 1), len(migrated)]
+    np.testing.assert_allclose(so_far.t_s, [0.0, *sorted(t for (t, _), _ in expected), sim_end])
     row = _metric(out, "relocation").set_index("run").loc[label]
     processed = m[m.t_end_us.notna()]
     control = processed.kind.isin(["trace_collect", "trace_report", "migration_adv", "migration_done"]).sum()
     assert row.control_messages == control > 0
     assert row.control_share == pytest.approx(control / len(processed))
-    sim_end = json.loads((path / "manifest.json").read_text())["sim_end_us"] / 1e6
     per_broker = processed.groupby("broker").size().reindex(_table(path, "brokers").broker, fill_value=0)
     assert row.mean_msg_rate == pytest.approx((per_broker / sim_end).mean())
     assert row.migrations == len(migrated)
