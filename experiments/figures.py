@@ -642,6 +642,9 @@ def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: 
         lines += ["", f"## {heading}", "", _summary_table(figure, summary_rows)]
     if figure.setup:
         lines += ["", "## Setup: the paper's and ours", "", _setup_table(figure.setup, small)]
+        if figure.changed:
+            lines += ["", "The table gives the figure's own setup; these runs changed it with "
+                      + ", ".join(f"`{override}`" for override in figure.changed) + " (`figure --set`)."]
     lines += _generic_report(figure, report, figure.measured(small))
     return lines
 

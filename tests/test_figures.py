@@ -224,7 +224,9 @@ def test_figure_reuses_complete_runs_and_force_starts_over(tmp_path, capsys, ray
     assert all(p.stat().st_mtime_ns != t for p, t in manifests.items())
     assert main([*command, "--set", "runtime.costs=zero"]) == 0  # another setup: none of the runs is reused
     assert "4 run(s) to go" in capsys.readouterr().err
-    assert "for every run (`figure --set`): `runtime.costs=zero`." in (out / "figure.md").read_text()
+    page = (out / "figure.md").read_text()
+    assert "for every run (`figure --set`): `runtime.costs=zero`." in page
+    assert "these runs changed it with `runtime.costs=zero` (`figure --set`)." in page
     assert main(["analyze", str(out), "--out", str(tmp_path / "again")]) == 0  # a figure's directory: its runs
     summary = (tmp_path / "again" / "summary.csv").read_text()
     assert all(f"relocation_enterprise-{label}," in summary for label in ("static", "pop", "grape_load", "grape_delay"))
