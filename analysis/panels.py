@@ -389,9 +389,11 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
             if any(run in group for run in mark.runs):
                 heights.append(float(m.scale(mark.paper)))
                 ax.hlines(heights[-1], position - 0.45, position + 0.45, colors="black", linestyles="--",
-                          linewidth=1.6, zorder=3, label=None if len(heights) > 1 else PAPER_LABEL)
+                          linewidth=1.6, zorder=2.5, label=None if len(heights) > 1 else PAPER_LABEL)
     if heights:
         ax.legend(fontsize="small", framealpha=0.85)
+        for text in ax.texts:  # the bars' values stay readable where the paper's line crosses them
+            text.set_bbox({"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
     return heights
 
 

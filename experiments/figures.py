@@ -606,7 +606,8 @@ def _size(rows: list[dict]) -> str:
 
 
 def _headline(figure: Figure, rows: list[dict], small: bool) -> str:
-    return f"{figure.title}\n({_size(rows)}{', test-sized' if small else ''})"
+    changed = "".join(f"; {override}" for override in figure.changed)  # a PNG shown alone says how it was run
+    return f"{figure.title}\n({_size(rows)}{', test-sized' if small else ''}{changed})"
 
 
 def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: list[Drawn], report: Path,
