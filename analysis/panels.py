@@ -168,6 +168,8 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
     for ax in axes.flat[len(shown):]:
         ax.set_visible(False)
     time_range = _shared_time_range([(panel, rows) for _, panel, rows, _ in shown if panel.kind == "time"])
+    if time_range is not None and windowed is not None:  # the stretch the other panels measure stays in view
+        time_range = (time_range[0], max(time_range[1], windowed.seconds[1]))
     for ax, (letter, panel, rows, measured) in zip(axes.flat, shown):
         _PLOTTERS[panel.kind](ax, panel, rows, page)
         if panel.kind == "time" and windowed is not None:

@@ -67,6 +67,22 @@ def test_time_panels_shade_and_name_the_figures_phases_and_other_panels_do_not(t
     style.plt.close(saved[0])
 
 
+def test_time_panels_keep_the_window_the_other_panels_measure_in_view(tables, tmp_path, monkeypatch):
+    """Activity ends at 19 s (the last change of the traffic's levels); the window runs to 40 s."""
+    from analysis.window import Window
+
+    saved = []
+    monkeypatch.setattr(style, "save", lambda fig, path: saved.append(fig))
+    spec = [Panel("traffic", "throughput", "pub_copies_per_s"), Panel("Yield", "summary", "yield", kind="bars")]
+    panels.draw(spec, tables, RUNS, "title", tmp_path / "page.png")
+    assert saved[0].axes[0].get_xlim()[1] == pytest.approx(19 * 1.03)
+    windowed = panels.Windowed(tables, RUNS, Window(start=10.0), (10.0, 40.0))
+    panels.draw(spec, tables, RUNS, "title", tmp_path / "page.png", windowed=windowed)
+    assert saved[1].axes[0].get_xlim()[1] == 40.0
+    style.plt.close(saved[0])
+    style.plt.close(saved[1])
+
+
 def test_bars_merge_identical_variants_and_divide_by_a_reference(tables):
     fig, ax = style.plt.subplots()
     page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [])
