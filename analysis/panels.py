@@ -402,10 +402,14 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
 def _paper_levels(ax, panel: Panel, page: _Page) -> None:
     """The paper's value of a run over time as a dotted level in the run's colour."""
     shown = panel.variants or page.variants
-    levels = [(mark, run) for mark in _marks_of(panel, page) for run in mark.runs if run in shown]
+    levels: dict[float, str] = {}  # one level per value, in its first run's colour (S2 and SH: the paper's 2,200)
+    for mark in _marks_of(panel, page):
+        for run in mark.runs:
+            if run in shown:
+                levels.setdefault(mark.paper, run)
     m = style.measure(panel.y)
-    for i, (mark, run) in enumerate(levels):
-        ax.axhline(float(m.scale(mark.paper)), color=page.looks[run].colour, linestyle=":", linewidth=1.6,
+    for i, (value, run) in enumerate(levels.items()):
+        ax.axhline(float(m.scale(value)), color=page.looks[run].colour, linestyle=":", linewidth=1.6,
                    label=None if i else f"dotted: {PAPER_LABEL}")
     if levels:
         ax.legend(fontsize="small", framealpha=0.85)

@@ -100,7 +100,9 @@ def test_the_papers_values_are_drawn_on_the_bars_and_time_panels_of_their_column
     from experiments.paper_values import PaperValue
 
     marks = (PaperValue("yield", "Table 2", 0.9, "yield", "S1"), PaperValue("delay", "Fig. 10", 4.0, "max_s", "SH", "S0"),
-             PaperValue("traffic", "Fig. 11", 30.0, "pub_copies_per_s", "S0"))
+             PaperValue("traffic", "Fig. 11", 30.0, "pub_copies_per_s", "S0"),
+             PaperValue("traffic", "Fig. 11", 10.0, "pub_copies_per_s", "S2"),
+             PaperValue("traffic", "Fig. 11", 10.0, "pub_copies_per_s", "SH"))
     page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [], marks)
     fig, (yields, ratios, other, traffic) = style.plt.subplots(1, 4)
     for ax, panel in ((yields, Panel("Yield", "summary", "yield", kind="bars")),
@@ -115,9 +117,10 @@ def test_the_papers_values_are_drawn_on_the_bars_and_time_panels_of_their_column
     (dashed,) = ratios.collections
     assert dashed.get_segments()[0].tolist() == [[2 - 0.45, 4.0], [2 + 0.45, 4.0]]  # SH over S0
     assert not other.collections and other.get_legend() is None
-    level = traffic.lines[-1]
-    assert list(level.get_ydata()) == [30.0, 30.0] and level.get_linestyle() == ":"
-    assert level.get_color() == page.looks["S0"].colour
+    s0, s2 = traffic.lines[-2:]  # S2 and SH state one value: one level, in S2's colour
+    assert list(s0.get_ydata()) == [30.0, 30.0] and s0.get_linestyle() == ":" and s0.get_color() == page.looks["S0"].colour
+    assert list(s2.get_ydata()) == [10.0, 10.0] and s2.get_color() == page.looks["S2"].colour
+    assert len(traffic.lines) == 3 + 2  # S0, S1, S2 = SH, and two levels
     style.plt.close(fig)
 
 
