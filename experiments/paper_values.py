@@ -81,7 +81,7 @@ def verdict(paper: float, ours: float | None, relative: bool) -> tuple[float | N
         return None, "not measured"
     a, b = (ours - 1, paper - 1) if relative else (ours, paper)
     if b == 0:
-        return None, "agrees" if a == 0 else "the paper's is zero"
+        return None, "agrees" if a == 0 else "differs: the paper's has no change"  # "virtually identical"
     ratio = a / b
     if ratio <= 0:
         return ratio, "the other way" if a else "no change in ours"

@@ -12,6 +12,8 @@ from experiments.paper_values import PaperValue, table, verdict
     (3600.0, 7500.0, False, (7500 / 3600, "differs by more than 2x")),
     (3600.0, 4000.0, False, (4000 / 3600, "within 2x")),
     (1.12, None, True, (None, "not measured")),
+    (1.0, 1.0, True, (None, "agrees")),  # the paper's "virtually identical", ours exactly
+    (1.0, 0.83, True, (None, "differs: the paper's has no change")),
 ])
 def test_a_verdict_compares_changes_for_ratios_and_values_otherwise(paper, ours, relative, expected):
     ratio, words = verdict(paper, ours, relative)
