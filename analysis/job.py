@@ -41,7 +41,9 @@ from analysis.runs import Run, RunError, check_runs, local_frame, read_tables, s
 SMALL_RUN_EVENTS = 2_000_000  # below this many events over all runs, the small-run settings
 SMALL_RUN_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
 # for the driver JVM where it starts (spark-submit's command line, see analysis/submit.py)
-SMALL_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# C1 alone would also shrink the JIT's code cache to 48 MB, which a job of a few hundred small runs
+# fills ("Out of space in CodeCache"): it keeps the default size of tiered compilation
+SMALL_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 SMALL_RUN_QUERIES_AT_ONCE = 3  # a query on little data keeps one core busy planning, the other idle
 
 
