@@ -284,10 +284,11 @@ def _series(panel: Panel, rows: list[dict]) -> tuple[np.ndarray, np.ndarray, np.
 
 def _line_panel(ax, panel, rows, page: _Page, step: bool) -> None:
     variants, looks = page.variants, page.looks
+    events = style.measure(panel.y).steps
     series = {v: _series(panel, rows[v]) for v in variants if rows.get(v)}
     for group in style.identical_groups({v: (x, y) for v, (x, y, _) in series.items()}, variants):
         x, y, half = series[group[0]]
-        kwargs = looks[group[0]].line_kwargs(points=len(x))
+        kwargs = looks[group[0]].line_kwargs(points=0 if events else len(x))  # a marker would read as an event
         label = style.group_label(group)
         if step:
             ax.step(x, y, where="post", label=label, **kwargs)
@@ -418,20 +419,21 @@ def _paper_levels(ax, panel: Panel, page: _Page) -> None:
 def _paper_points(ax, panel: Panel, page: _Page, series_looks: dict) -> None:
     """On a sweep, the paper's value of one run as a star at its setting, and the largest of
     several (``largest_of``) as a dotted level across their settings, in the series' colour."""
-    m, first = style.measure(panel.y), True
+    m, starred = style.measure(panel.y), False
     for mark in _marks_of(panel, page):
         points = [page.sweep.points[run] for run in mark.runs if run in page.sweep.points]
         if not points:
             continue
-        names = {name for name, _ in points}
-        colour = series_looks[points[0][0]].colour if len(names) == 1 else "black"  # runs of several series
+        names = list(dict.fromkeys(name for name, _ in points))
+        colour = series_looks[names[0]].colour if len(names) == 1 else "black"  # runs of several series
         xs, y = [x for _, x in points], float(m.scale(mark.paper))
-        label, first = PAPER_LABEL if first else None, False
         if len(xs) == 1:
             ax.plot(xs, [y], marker="*", markersize=13, color=colour, markeredgecolor="black", linestyle="none",
-                    label=label, zorder=4)
-        else:
-            ax.hlines(y, min(xs), max(xs), colors=colour, linestyles=":", linewidth=1.8, label=label, zorder=4)
+                    label=None if starred else PAPER_LABEL, zorder=4)
+            starred = True
+        else:  # the paper's maximum over the runs: named, as it is no value at any one setting
+            ax.hlines(y, min(xs), max(xs), colors=colour, linestyles=":", linewidth=1.8, zorder=4,
+                      label=f"the paper's largest, {' and '.join(names)}")
 
 
 def _relative(panel: Panel, rows: dict, estimates: dict) -> dict:

@@ -17,7 +17,7 @@ from analysis import style
 from protocols.errors import InputError
 
 ENTRY_KEYS = ("claim", "where", "paper", "ours")
-OURS_KEYS = ("y", "run", "largest_of", "relative_to")
+OURS_KEYS = ("y", "run", "largest_of", "relative_to", "compare")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class PaperValue:
     y: str  # a summary column
     run: str | tuple[str, ...]  # one run, or several whose largest value the paper states ("at most 5%")
     relative_to: str | None = None
+    as_ratio: bool = False  # a ratio to another run compared as it is ("9% of POP's"), not as its change
 
     @property
     def runs(self) -> tuple[str, ...]:
@@ -52,27 +53,34 @@ def parse(given, runs: list[str], known_columns: list[str], path: Path) -> list[
         where = f"{path}: paper_values[{i}]"
         if not isinstance(entry, dict) or set(entry) != set(ENTRY_KEYS):
             raise InputError(f"{where}: expected exactly the keys {', '.join(ENTRY_KEYS)}")
-        ours = entry["ours"]
-        if not isinstance(ours, dict) or "y" not in ours or not set(ours) <= set(OURS_KEYS) \
-                or ("run" in ours) == ("largest_of" in ours) or ("largest_of" in ours and "relative_to" in ours):
-            raise InputError(f"{where}.ours: expected {{y: SUMMARY COLUMN, run: RUN}} and optionally relative_to: RUN, "
-                             "or {y: SUMMARY COLUMN, largest_of: [RUN, ...]}")
         if isinstance(entry["paper"], bool) or not isinstance(entry["paper"], (int, float)):
             raise InputError(f"{where}.paper: expected a number, got {entry['paper']!r}")
-        if ours["y"] not in known_columns:
-            raise InputError(f"{where}.ours.y: unknown summary column {ours['y']!r}")
+        ours = _checked_ours(entry["ours"], runs, known_columns, f"{where}.ours")
         largest_of = ours.get("largest_of")
-        if largest_of is not None and (not isinstance(largest_of, list) or len(largest_of) < 2):
-            raise InputError(f"{where}.ours.largest_of: expected a list of two runs or more")
-        for key, named in (("run", [ours.get("run")]), ("relative_to", [ours.get("relative_to")]),
-                           ("largest_of", largest_of or [])):
-            for run in named:
-                if key in ours and run not in runs:
-                    raise InputError(f"{where}.ours.{key}: no run {run!r} in this figure (runs: {', '.join(runs)})")
-        run = tuple(largest_of) if largest_of else ours["run"]
-        found.append(PaperValue(str(entry["claim"]), str(entry["where"]), float(entry["paper"]), ours["y"], run,
-                                ours.get("relative_to")))
+        found.append(PaperValue(str(entry["claim"]), str(entry["where"]), float(entry["paper"]), ours["y"],
+                                tuple(largest_of) if largest_of else ours["run"], ours.get("relative_to"),
+                                ours.get("compare") == "ratio"))
     return found
+
+
+def _checked_ours(ours, runs: list[str], known_columns: list[str], where: str) -> dict:
+    if not isinstance(ours, dict) or "y" not in ours or not set(ours) <= set(OURS_KEYS) \
+            or ("run" in ours) == ("largest_of" in ours) or ("largest_of" in ours and "relative_to" in ours):
+        raise InputError(f"{where}: expected {{y: SUMMARY COLUMN, run: RUN}} and optionally relative_to: RUN "
+                         "(with compare: change or ratio), or {y: SUMMARY COLUMN, largest_of: [RUN, ...]}")
+    if ours["y"] not in known_columns:
+        raise InputError(f"{where}.y: unknown summary column {ours['y']!r}")
+    if "compare" in ours and ("relative_to" not in ours or ours["compare"] not in ("change", "ratio")):
+        raise InputError(f"{where}.compare: expected change or ratio, with relative_to")
+    largest_of = ours.get("largest_of")
+    if largest_of is not None and (not isinstance(largest_of, list) or len(largest_of) < 2):
+        raise InputError(f"{where}.largest_of: expected a list of two runs or more")
+    for key, named in (("run", [ours.get("run")]), ("relative_to", [ours.get("relative_to")]),
+                       ("largest_of", largest_of or [])):
+        for run in named:
+            if key in ours and run not in runs:
+                raise InputError(f"{where}.{key}: no run {run!r} in this figure (runs: {', '.join(runs)})")
+    return ours
 
 
 def verdict(paper: float, ours: float | None, relative: bool) -> tuple[float | None, str]:
@@ -94,9 +102,10 @@ def table(values: list[PaperValue], rows: list[dict]) -> str:
 
     by_run = {row["run"]: row for row in rows}
     lines = [markdown_table([_row(value, by_run) for value in values], _COLUMNS)]
-    if any(value.relative_to for value in values):
+    if any(value.relative_to and not value.as_ratio for value in values):
         lines += ["", "A value against another run's is shown as the change (+12%: 1.12 times), and ours / paper "
-                      "divides the changes."]
+                      "divides the changes" + ("; where the claim names a ratio (\"9% of POP's\"), the ratios."
+                                               if any(value.as_ratio for value in values) else ".")]
     return "\n".join(lines)
 
 
@@ -106,15 +115,15 @@ _COLUMNS = [("claim", "claim", "{}"), ("where", "where in the paper", "{}"), ("p
 
 def _row(value: PaperValue, by_run: dict[str, dict]) -> dict:
     ours = value.ours(by_run)
-    relative = value.relative_to is not None
-    ratio, words = verdict(value.paper, ours, relative)
-    share = not relative and getattr(style.MEASURES.get(value.y), "percent", False)  # yield, control share
-    return {"claim": value.claim, "where": value.where, "paper": _shown(value.paper, relative, share),
-            "ours": None if ours is None else _shown(ours, relative, share), "ratio": ratio, "verdict": words}
+    changes = value.relative_to is not None and not value.as_ratio
+    ratio, words = verdict(value.paper, ours, changes)
+    share = value.relative_to is None and getattr(style.MEASURES.get(value.y), "percent", False)  # yield, control
+    return {"claim": value.claim, "where": value.where, "paper": _shown(value.paper, changes, share),
+            "ours": None if ours is None else _shown(ours, changes, share), "ratio": ratio, "verdict": words}
 
 
-def _shown(value: float, relative: bool, share: bool) -> str:
+def _shown(value: float, change: bool, share: bool) -> str:
     """A change as +12%, a share as 5.0%, other values with four significant digits."""
-    if relative:
+    if change:
         return f"{value - 1:+.0%}"
     return f"{value:.1%}" if share else f"{value:,.4g}"

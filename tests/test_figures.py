@@ -122,7 +122,9 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, largest_of: "
                                      "[S0]}}]\n", "paper_values[0].ours.largest_of: expected a list of two runs"),
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, largest_of: "
-                                     "[S0, S9]}}]\n", "paper_values[0].ours.largest_of: no run 'S9'")):
+                                     "[S0, S9]}}]\n", "paper_values[0].ours.largest_of: no run 'S9'"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0, "
+                                     "compare: ratio}}]\n", "paper_values[0].ours.compare: expected change or ratio")):
         (tmp_path / "bad.yaml").write_text(mistake)
         with pytest.raises(InputError, match=re.escape(message)):
             figures.load("bad")

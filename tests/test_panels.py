@@ -151,7 +151,7 @@ def test_a_sweep_marks_the_papers_value_of_a_run_and_the_largest_of_a_series(tab
     assert list(star.get_xdata()) == [200] and list(star.get_ydata()) == [3.0] and star.get_marker() == "*"
     (level,) = ax.collections
     assert level.get_segments()[0].tolist() == [[100, 1.5], [200, 1.5]]
-    assert panels.PAPER_LABEL in _legend(ax) and ax.get_ylim()[1] >= 3.0
+    assert _legend(ax)[-2:] == [panels.PAPER_LABEL, "the paper's largest, selective"] and ax.get_ylim()[1] >= 3.0
     style.plt.close(fig)
 
 
