@@ -224,7 +224,10 @@ def test_figure_reuses_complete_runs_and_force_starts_over(tmp_path, capsys, ray
     assert main([*command, "--force"]) == 0
     assert "4 run(s) to go" in capsys.readouterr().err
     assert all(p.stat().st_mtime_ns != t for p, t in manifests.items())
-    assert main([*command, "--set", "runtime.costs=zero"]) == 0  # another setup: none of the runs is reused
+    changed = [*command, "--set", "runtime.costs=zero"]
+    assert main(changed) == 2  # another setup in the same directory: refused, the runs kept
+    assert "holds another sweep" in capsys.readouterr().err
+    assert main([*changed, "--force"]) == 0
     assert "4 run(s) to go" in capsys.readouterr().err
     page = (out / "figure.md").read_text()
     assert "for every run (`figure --set`): `runtime.costs=zero`." in page
