@@ -374,10 +374,11 @@ def _bars(ax, panel, rows, page: _Page) -> None:
         ax.set_ylabel(m.label)
     else:
         style.label_axis(ax, "y", panel.y)
-    ax.set_ylim(0, max(heights + marked + [0]) * 1.15 or 1)
+    ax.set_ylim(0, max(heights + marked + [0]) * (1.35 if marked else 1.15) or 1)  # room for the marks' legend
 
 
 PAPER_LABEL = "the paper's value (table below)"
+LARGEST_LABEL = "the paper's largest over these runs (table below)"
 
 
 def _marks_of(panel: Panel, page: _Page) -> list:
@@ -385,14 +386,17 @@ def _marks_of(panel: Panel, page: _Page) -> list:
 
 
 def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style.Measure) -> list[float]:
-    """The paper's value of a bar's run as a dashed line across the bar; returns their heights."""
-    heights = []
+    """The paper's value of a bar's run as a dashed line across the bar (the paper's largest
+    over several runs, ``largest_of``, across each of their bars); returns their heights."""
+    heights, labelled = [], set()
     for position, group in enumerate(groups):
         for mark in _marks_of(panel, page):
             if any(run in group for run in mark.runs):
                 heights.append(float(m.scale(mark.paper)))
+                label = PAPER_LABEL if len(mark.runs) == 1 else LARGEST_LABEL
                 ax.hlines(heights[-1], position - 0.45, position + 0.45, colors="black", linestyles="--",
-                          linewidth=1.6, zorder=2.5, label=None if len(heights) > 1 else PAPER_LABEL)
+                          linewidth=1.6, zorder=2.5, label=None if label in labelled else label)
+                labelled.add(label)
     if heights:
         ax.legend(fontsize="small", framealpha=0.85)
         for text in ax.texts:  # the bars' values stay readable where the paper's line crosses them

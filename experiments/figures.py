@@ -626,8 +626,7 @@ def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: 
     else:
         lines.append(f"{source} The setup is the paper's (table below).")
     if figure.changed:
-        lines += ["", "**Changed from the figure's setup** for every run (`figure --set`): "
-                  + ", ".join(f"`{override}`" for override in figure.changed) + "."]
+        lines += ["", f"**Changed from the figure's setup** for every run (`figure --set`): {_changed(figure)}."]
     lines += ["", f"Runs: {', '.join(figure.runs)}; {_size(rows)}.", ""]
     lines += [line for extra in (seeds, checks) if extra for line in (extra, "")]
     if any(d.note is None for d in drawn):
@@ -644,10 +643,14 @@ def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: 
     if figure.setup:
         lines += ["", "## Setup: the paper's and ours", "", _setup_table(figure.setup, small)]
         if figure.changed:
-            lines += ["", "The table gives the figure's own setup; these runs changed it with "
-                      + ", ".join(f"`{override}`" for override in figure.changed) + " (`figure --set`)."]
+            lines += ["", f"The table gives the figure's own setup; these runs changed it with {_changed(figure)} "
+                      "(`figure --set`)."]
     lines += _generic_report(figure, report, figure.measured(small))
     return lines
+
+
+def _changed(figure: Figure) -> str:
+    return ", ".join(f"`{override}`" for override in figure.changed)
 
 
 def _panel_caption(d: Drawn, windowed: bool) -> str:

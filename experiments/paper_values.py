@@ -83,11 +83,12 @@ def _checked_ours(ours, runs: list[str], known_columns: list[str], where: str) -
     return ours
 
 
-def verdict(paper: float, ours: float | None, relative: bool) -> tuple[float | None, str]:
-    """(ours / paper, in words): for a ratio to another run, of the changes (value - 1)."""
+def verdict(paper: float, ours: float | None, changes: bool) -> tuple[float | None, str]:
+    """(ours / paper, in words); ``changes``: of the changes (value - 1), as for a ratio to
+    another run but one whose claim names the ratio itself."""
     if ours is None:
         return None, "not measured"
-    a, b = (ours - 1, paper - 1) if relative else (ours, paper)
+    a, b = (ours - 1, paper - 1) if changes else (ours, paper)
     if b == 0:
         return None, "agrees" if a == 0 else "differs: the paper's has no change"  # "virtually identical"
     ratio = a / b

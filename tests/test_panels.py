@@ -113,7 +113,7 @@ def test_the_papers_values_are_drawn_on_the_bars_and_time_panels_of_their_column
                  panels._rows(tables, Panel("traffic", "throughput", "pub_copies_per_s"), RUNS), page)
     (dashed,) = yields.collections
     assert dashed.get_segments()[0].tolist() == [[1 - 0.45, 90.0], [1 + 0.45, 90.0]]  # S1, the second bar, in %
-    assert yields.get_ylim()[1] == pytest.approx(90.0 * 1.15) and panels.PAPER_LABEL in _legend(yields)
+    assert yields.get_ylim()[1] == pytest.approx(90.0 * 1.35) and panels.PAPER_LABEL in _legend(yields)
     (dashed,) = ratios.collections
     assert dashed.get_segments()[0].tolist() == [[2 - 0.45, 4.0], [2 + 0.45, 4.0]]  # SH over S0
     assert not other.collections and other.get_legend() is None
@@ -134,6 +134,20 @@ def test_a_sweep_draws_one_line_per_series_against_the_setting(tables):
     assert _legend(ax) == ["active", "selective"]
     assert [list(line.get_ydata()) for line in ax.lines] == [[2.0, 1.0], [1.0, 0.5]]
     assert ax.get_xlabel() == "unsubscriptions"
+    style.plt.close(fig)
+
+
+def test_the_papers_largest_over_runs_is_named_so_on_their_bars(tables):
+    from experiments.paper_values import PaperValue
+
+    marks = (PaperValue("at most", "Fig. 6", 0.6, "yield", ("S1", "S2")),)
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [], marks)
+    fig, ax = style.plt.subplots()
+    panel = Panel("Yield", "summary", "yield", kind="bars")
+    panels._bars(ax, panel, panels._rows(tables, panel, RUNS), page)
+    assert [c.get_segments()[0].tolist() for c in ax.collections] == [[[0.55, 60.0], [1.45, 60.0]],
+                                                                      [[1.55, 60.0], [2.45, 60.0]]]  # S1, S2 = SH
+    assert _legend(ax) == [panels.LARGEST_LABEL]
     style.plt.close(fig)
 
 

@@ -16,7 +16,7 @@ from experiments.paper_values import PaperValue, table, verdict
     (1.0, 0.83, True, (None, "differs: the paper's has no change")),
 ])
 def test_a_verdict_compares_changes_for_ratios_and_values_otherwise(paper, ours, relative, expected):
-    ratio, words = verdict(paper, ours, relative)
+    ratio, words = verdict(paper, ours, changes=relative)
     assert words == expected[1]
     assert ratio == (None if expected[0] is None else pytest.approx(expected[0]))
 
