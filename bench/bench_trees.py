@@ -9,6 +9,8 @@ computation time).
         [--documents 10000] [--sample 0.03] [--span union,overlay] [--seed 1]
         [--algorithms SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered]
         [--publishers N] [--subscriptions per_broker|per_keyword]   (keywords_paper's variants)
+        [--option KEY=VALUE ...]   (any other option of the workload's generator: a reading of the paper)
+        [--graph-option KEY=VALUE ...]   (an option of the graph's generator, e.g. stub_nodes=120)
         [--results ROWS.jsonl] [--plot FIGURE.png]
 
 Several sizes and datasets make the paper's Figs. 5 and 8: ``--results`` keeps every row as it
@@ -41,10 +43,15 @@ FILTERED = {"SPT-unfiltered": "SPT", "SemCast-filtered": "SemCast-filtered"}
 SPANNED = ("SINGLE", "MULT", "MULT2")  # the planners that build COMPUTETREE trees (``--span``)
 
 
-def graph_of(kind: str, size: int, seed: int):
-    """The overlay as the emulator's brokers build it (their Steiner trees break ties alike)."""
-    graph = topologies.gt_itm(size, seed=seed) if kind == "gt_itm" else topologies.transit_stub(
-        *SIZES[size], stub_edge_probability=0.1, seed=seed)
+def graph_of(kind: str, size: int, seed: int, options: dict | None = None):
+    """The overlay as the emulator's brokers build it (their Steiner trees break ties alike);
+    ``options``: the graph generator's options beyond the size's (``--graph-option``)."""
+    options = options or {}
+    if kind == "gt_itm":
+        graph = topologies.gt_itm(size, seed=seed, **options)
+    else:
+        shape = dict(zip(("transit_domains", "transit_nodes", "stubs_per_transit", "stub_nodes"), SIZES[size]))
+        graph = topologies.transit_stub(**(shape | {"stub_edge_probability": 0.1} | options), seed=seed)
     return Overlay(topologies.neighbours(graph), min(graph)).graph
 
 
@@ -78,9 +85,9 @@ def copies(graph, docs, members, algorithm: str, tree_list, groups) -> int:
     return planner.configuration_cost(tree_list, groups, flooded=algorithm == "SemCast")
 
 
-KEY = ("graph", "size", "workload", "dataset", "documents", "sample", "seed", "publishers", "subscriptions",
-       "algorithm", "span", "unsampled_groups")  # what a row of --results is the result of
-DEFAULTS = {"unsampled_groups": "base"}  # for rows written before a key existed
+KEY = ("graph", "size", "graph_options", "workload", "dataset", "documents", "sample", "seed", "publishers",
+       "subscriptions", "options", "algorithm", "span", "unsampled_groups")  # what a row of --results is the result of
+DEFAULTS = {"unsampled_groups": "base", "options": "", "graph_options": ""}  # for rows written before a key existed
 
 
 def main() -> None:
@@ -95,6 +102,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--publishers", type=int, default=0, help="keywords_paper: fixed publisher brokers (0: any)")
     parser.add_argument("--subscriptions", default="per_broker", help="keywords_paper: per_broker or per_keyword")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="another option of the workload's generator, e.g. keywords_per_document=33 or "
+                             "publisher=nearby; repeat for several")
+    parser.add_argument("--graph-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the graph's generator, e.g. stub_nodes=120 (transit_stub) or "
+                             "stub_edge_probability=0.2; repeat for several")
     parser.add_argument("--algorithms", default="SPT,SPT-unfiltered,SINGLE,MULT2,MULT,OPT,SemCast,SemCast-filtered")
     parser.add_argument("--unsampled", default="base", choices=planning.UNSAMPLED,
                         help="groups no sampled document matched ride the base tree (as in runs) or the tree of "
@@ -105,7 +118,7 @@ def main() -> None:
     known = _read_rows(args.results)
     rows = []
     for size in map(int, args.size.split(",")):
-        graph = graph_of(args.graph, size, args.seed)
+        graph = graph_of(args.graph, size, args.seed, generator_options(args.graph_option, "--graph-option"))
         for dataset in args.dataset.split(","):
             rows += sweep_point(args, graph, size, dataset, known)
     opt = {(r["size"], r["dataset"]): r["all"] for r in rows if r["algorithm"] == "OPT"}
@@ -126,9 +139,13 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
     where there are, the others computed and appended to it."""
     variant = {"publishers": args.publishers, "subscriptions": args.subscriptions} \
         if args.workload == "keywords_paper" else {}
-    setting = {"graph": args.graph, "size": size, "workload": args.workload, "dataset": dataset,
+    options = generator_options(args.option)
+    graph_options = generator_options(args.graph_option, "--graph-option")
+    setting = {"graph": args.graph, "size": size, "graph_options": _text(graph_options), "workload": args.workload,
+               "dataset": dataset,
                "documents": args.documents, "sample": args.sample, "seed": args.seed,
-               "unsampled_groups": args.unsampled, **variant}
+               "unsampled_groups": args.unsampled, "options": _text(options),
+               **variant}
     work = None
     rows = []
     for algorithm in args.algorithms.split(","):
@@ -139,7 +156,7 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
                 continue
             if work is None:
                 records = GENERATORS[args.workload](sorted(graph), graph, args.seed, dataset=dataset,
-                                                    documents=args.documents, **variant)
+                                                    documents=args.documents, **variant, **options)
                 docs, members = documents(records)
                 work = docs, members, offline_indices(len(docs), args.sample, args.seed)  # as plan: offline draws
             started = time.perf_counter()
@@ -152,6 +169,31 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
                     f.write(json.dumps(row) + "\n")
             rows.append(row)
     return rows
+
+
+def generator_options(given: list[str], flag: str = "--option") -> dict[str, int | float | str]:
+    """``KEY=VALUE`` arguments as generator keyword arguments (numbers where they read as one),
+    in name order."""
+    options = {}
+    for text in given:
+        key, _, value = text.partition("=")
+        if not key or not value:
+            raise SystemExit(f"{flag} {text!r}: expected KEY=VALUE")
+        options[key] = _number(value)
+    return dict(sorted(options.items()))
+
+
+def _number(value: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _text(options: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in options.items())
 
 
 def _key(row: dict) -> tuple:
@@ -173,6 +215,8 @@ def series_name(row: dict) -> str:
     """A row's line: its algorithm, and where it is planned otherwise than the paper's (COMPUTETREE's
     span, where unsampled groups ride)."""
     variants = [*([] if row["span"] in ("union", "-") else ["overlay span"]),
+                *([row["graph_options"]] if row.get("graph_options") else []),
+                *([row["options"]] if row.get("options") else []),
                 *([] if row.get("unsampled_groups", "base") == "base" else ["unsampled groups on its largest tree"])]
     return ", ".join([row["algorithm"], *variants])
 

@@ -355,6 +355,51 @@ def test_the_keyword_variants_split_subscriptions_per_keyword_and_fix_the_publis
         generate(sorted(graph), graph, 4, subscriptions="per_node")
 
 
+def test_a_document_published_nearby_comes_from_a_broker_whose_subscriptions_gave_its_keywords():
+    graph = topologies.gt_itm(500, seed=3)
+    generate = GENERATORS["keywords_paper"]
+    records = generate(sorted(graph), graph, 3, keywords=60, documents=200, publisher="nearby")
+    held_at = {r["broker"]: {k.split(",")[0][1:] for k in r["filter"].split(" || ")}
+               for r in records if r["op"] == "subscribe"}
+    home = {r["client"]: r["broker"] for r in records if r["op"] == "advertise"}
+    publications = [r for r in records if r["op"] == "publish"]
+    for r in publications:
+        keywords = {part.split(",")[0].strip("[") for part in r["content"].split("],[")}
+        publisher = home[r["client"]]
+        assert any(publisher in holders and keywords <= set().union(*(held_at[b] for b in holders))
+                   for holders in (nearest_holders(graph, root, held_at) for root in sorted(graph))), r
+    assert len({home[r["client"]] for r in publications}) > 50  # publishers all over, each near its document
+    with pytest.raises(ValueError, match="publisher: expected anywhere or nearby"):
+        generate(sorted(graph), graph, 3, publisher="near")
+    with pytest.raises(ValueError, match="cannot be combined with publisher: nearby"):
+        generate(sorted(graph), graph, 3, publishers=5, publisher="nearby")
+
+
+@pytest.mark.parametrize("algorithm", ["MULT", "SINGLE"])
+def test_documents_published_nearby_are_delivered_exactly_on_the_planned_trees(algorithm):
+    graph = topologies.transit_stub(seed=3)
+    records = GENERATORS["keywords_paper"](sorted(graph), graph, 2, keywords=40, documents=200, publisher="nearby")
+    pump = Pump(graph, mt_protocol(algorithm, records, graph, plan="offline", sample=0.2))
+    run_in_two_halves(pump, records, min(graph))
+    assert pump.deliveries and sorted(pump.deliveries) == sorted(expected_deliveries(records))
+
+
+def test_the_offline_sweep_passes_readings_to_the_generators_and_keys_its_rows_by_them(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "bench"))
+    import bench_trees
+
+    options = bench_trees.generator_options(["stub_nodes=120", "stub_edge_probability=0.03", "publisher=nearby"])
+    assert options == {"publisher": "nearby", "stub_edge_probability": 0.03, "stub_nodes": 120}
+    graph = bench_trees.graph_of("transit_stub", 500, 1, {"transit_domains": 1, "transit_nodes": 2,
+                                                          "stubs_per_transit": 2, "stub_nodes": 120})
+    assert graph.number_of_nodes() == 2 + 2 * 2 * 120
+    with pytest.raises(SystemExit, match="--graph-option 'stub_nodes': expected KEY=VALUE"):
+        bench_trees.generator_options(["stub_nodes"], "--graph-option")
+    row = {"graph_options": "stub_nodes=120", "options": "publisher=nearby", "span": "union"}
+    assert bench_trees.series_name({**row, "algorithm": "MULT"}) == "MULT, stub_nodes=120, publisher=nearby"
+    assert bench_trees._key({**row, "algorithm": "MULT"}) != bench_trees._key({"algorithm": "MULT", "span": "union"})
+
+
 def nearest_holders(graph, root: str, held_at: dict) -> list[str]:
     """The three brokers with a subscription nearest to ``root`` (breadth first)."""
     from workloads.keywords import _breadth_first

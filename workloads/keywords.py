@@ -91,6 +91,7 @@ def keywords_paper(
     publish_interval: float = 0.05,
     publishers: int = 0,
     subscriptions: str = "per_broker",
+    publisher: str = "anywhere",
 ) -> list[dict]:
     """The multi-tree paper's datasets as its text gives them (SETUPS.md, paper 003): per
     keyword a random root and its closest x% of the brokers (breadth first, neighbours in name
@@ -108,7 +109,12 @@ def keywords_paper(
     Two variants that are not the paper's, to tell what its results depend on:
     ``publishers: N`` draws each document's publisher from N fixed brokers instead of all, and
     ``subscriptions: per_keyword`` gives every (keyword, broker) its own subscription
-    ``[k3,isPresent,0]`` (then a group is a keyword, not a broker)."""
+    ``[k3,isPresent,0]`` (then a group is a keyword, not a broker).
+
+    A third reading of the paper's "we sampled a small subset of nearby nodes ... We also
+    randomly selected a publisher node": ``publisher: nearby`` draws each document's publisher
+    from the nearby brokers its keywords come from (``anywhere``, the default, from every
+    broker)."""
     if dataset not in KEYWORD_DATASETS:
         raise ValueError(f"dataset: expected one of {', '.join(KEYWORD_DATASETS)}, got {dataset!r}")
     require(*((name, value, value >= 1, "at least 1") for name, value in (
@@ -118,6 +124,10 @@ def keywords_paper(
         raise ValueError(f"publishers: expected 0 (every broker) or a count, got {publishers}")
     if subscriptions not in ("per_broker", "per_keyword"):
         raise ValueError(f"subscriptions: expected per_broker or per_keyword, got {subscriptions!r}")
+    if publisher not in ("anywhere", "nearby"):
+        raise ValueError(f"publisher: expected anywhere or nearby, got {publisher!r}")
+    if publisher == "nearby" and publishers:
+        raise ValueError("publishers: fixed publisher brokers cannot be combined with publisher: nearby")
     rng = rng_for(seed, "keywords_paper")
     size = max(1, math.ceil(len(brokers) * KEYWORD_DATASETS[dataset] / 100))
     held: dict[str, list[int]] = {}
@@ -140,10 +150,10 @@ def keywords_paper(
     for _ in range(documents):
         origin = rng.choice(brokers)
         around = _breadth_first(graph, origin) if graph is not None else iter(sorted(brokers))
-        holders = itertools.islice((b for b in around if b in held), nearby)
+        holders = list(itertools.islice((b for b in around if b in held), nearby))
         candidates = sorted({k for b in holders for k in held[b]})
         chosen = sorted(rng.sample(candidates, min(rng.randint(1, keywords_per_document), len(candidates))))
-        draws.append((rng.choice(places), chosen))
+        draws.append((rng.choice(holders if publisher == "nearby" else places), chosen))
     every = ",".join(f"[k{k},isPresent,0]" for k in range(keywords))
     for broker in sorted({publisher for publisher, _ in draws}):
         records.append({"t": round(t, 6), "op": "advertise", "client": f"P-{broker}", "broker": broker,
