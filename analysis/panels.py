@@ -366,7 +366,7 @@ def _bars(ax, panel, rows, page: _Page) -> None:
                   edgecolor="black", linewidth=0.5)
     texts = [_format(h, m) + (f" ± {_format(e, m)}" if errors else "") for h, e in zip(heights, errors or heights)]
     ax.bar_label(bars, labels=texts, fontsize="small", padding=2)
-    marked = _paper_bars(ax, panel, page, groups, m)
+    marked, written = _paper_bars(ax, panel, page, groups, m, max(heights + [0]))
     crowded = len(groups) > 4
     ax.set_xticks(positions, [" = ".join(g) + ("\n(identical)" if len(g) > 1 else "") for g in groups],
                   rotation=30 if crowded else 0, ha="right" if crowded else "center", fontsize="small")
@@ -374,34 +374,51 @@ def _bars(ax, panel, rows, page: _Page) -> None:
         ax.set_ylabel(m.label)
     else:
         style.label_axis(ax, "y", panel.y)
-    ax.set_ylim(0, max(heights + marked + [0]) * (1.35 if marked else 1.15) or 1)  # room for the marks' legend
+    ax.set_ylim(0, max(heights + marked + [0]) * (1.35 if marked or written else 1.15) or 1)  # room for the marks
 
 
 PAPER_LABEL = "the paper's value (table below)"
 LARGEST_LABEL = "the paper's largest over these runs (table below)"
+OFF_SCALE = 4  # a paper's value beyond this many times our tallest bar is written, not drawn
 
 
 def _marks_of(panel: Panel, page: _Page) -> list:
     return [mark for mark in page.marks if mark.y == panel.y and mark.relative_to == panel.relative_to]
 
 
-def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style.Measure) -> list[float]:
+def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style.Measure, tallest: float
+                ) -> tuple[list[float], bool]:
     """The paper's value of a bar's run as a dashed line across the bar (the paper's largest
-    over several runs, ``largest_of``, across each of their bars); returns their heights."""
-    heights, labelled = [], set()
+    over several runs, ``largest_of``, across each of their bars). A value more than
+    ``OFF_SCALE`` times our tallest bar is written at the top of its bar, with an arrow, so that
+    it does not flatten ours (a test-sized run against the paper's hours). Returns the drawn
+    values' heights and whether any was written."""
+    heights, labelled, written = [], set(), []
     for position, group in enumerate(groups):
         for mark in _marks_of(panel, page):
             if any(run in group for run in mark.runs):
-                heights.append(float(m.scale(mark.paper)))
+                height = float(m.scale(mark.paper))
+                if tallest > 0 and height > OFF_SCALE * tallest:
+                    written.append(_off_scale(ax, position, f"paper: {_format(height, m)} \u2191"))
+                    continue
+                heights.append(height)
                 label = PAPER_LABEL if len(mark.runs) == 1 else LARGEST_LABEL
-                ax.hlines(heights[-1], position - 0.45, position + 0.45, colors="black", linestyles="--",
+                ax.hlines(height, position - 0.45, position + 0.45, colors="black", linestyles="--",
                           linewidth=1.6, zorder=2.5, label=None if label in labelled else label)
                 labelled.add(label)
     if heights:
         ax.legend(fontsize="small", framealpha=0.85)
         for text in ax.texts:  # the bars' values stay readable where the paper's line crosses them
-            text.set_bbox({"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
-    return heights
+            if text not in written:
+                text.set_bbox({"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
+    return heights, bool(written)
+
+
+def _off_scale(ax, position: float, text: str):
+    """A paper's value above the axis, written at the top of its bar in a dashed box."""
+    return ax.annotate(text, (position, 0.97), xycoords=ax.get_xaxis_transform(), ha="center", va="top",
+                       fontsize="small", zorder=3,
+                       bbox={"facecolor": "white", "edgecolor": "black", "linestyle": "--", "pad": 2})
 
 
 def _paper_levels(ax, panel: Panel, page: _Page) -> None:

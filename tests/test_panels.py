@@ -151,6 +151,25 @@ def test_the_papers_largest_over_runs_is_named_so_on_their_bars(tables):
     style.plt.close(fig)
 
 
+def test_a_papers_value_far_above_our_bars_is_written_at_the_top_not_drawn(tables):
+    """The paper's 4,400 s against our largest delay of 2 s: written above S0's bar, the axis
+    kept to our bars; a value within scale is still a dashed line."""
+    from experiments.paper_values import PaperValue
+
+    marks = (PaperValue("delay", "Fig. 7", 4400.0, "max_s", "S0"), PaperValue("delay", "Fig. 7", 3.0, "max_s", "SH"))
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [], marks)
+    fig, ax = style.plt.subplots()
+    panel = Panel("Largest delay", "summary", "max_s", kind="bars")
+    panels._bars(ax, panel, panels._rows(tables, panel, RUNS), page)
+    (written,) = [t for t in ax.texts if t.get_text().startswith("paper:")]
+    assert written.get_text() == "paper: 4,400 \u2191" and written.xy == (0, 0.97)
+    (dashed,) = ax.collections
+    assert dashed.get_segments()[0].tolist() == [[2 - 0.45, 3.0], [2 + 0.45, 3.0]]  # SH, the third bar
+    assert ax.get_ylim()[1] == pytest.approx(3.0 * 1.35)
+    assert written.get_bbox_patch().get_linestyle() == "--"
+    style.plt.close(fig)
+
+
 def test_a_sweep_marks_the_papers_value_of_a_run_and_the_largest_of_a_series(tables):
     from experiments.paper_values import PaperValue
 
