@@ -422,7 +422,8 @@ def _off_scale(ax, position: float, text: str):
 
 
 def _paper_levels(ax, panel: Panel, page: _Page) -> None:
-    """The paper's value of a run over time as a dotted level in the run's colour."""
+    """The paper's value of a run over time as a dotted level in the run's colour; one more than
+    ``OFF_SCALE`` times our highest is named in the legend instead."""
     shown = panel.variants or page.variants
     levels: dict[float, str] = {}  # one level per value, in its first run's colour (S2 and SH: the paper's 2,200)
     for mark in _marks_of(panel, page):
@@ -430,11 +431,27 @@ def _paper_levels(ax, panel: Panel, page: _Page) -> None:
             if run in shown:
                 levels.setdefault(mark.paper, run)
     m = style.measure(panel.y)
-    for i, (value, run) in enumerate(levels.items()):
-        ax.axhline(float(m.scale(value)), color=page.looks[run].colour, linestyle=":", linewidth=1.6,
-                   label=None if i else f"dotted: {PAPER_LABEL}")
+    tallest, drawn = _highest(ax), False
+    for value, run in levels.items():
+        level, look = float(m.scale(value)), {"color": page.looks[run].colour, "linestyle": ":", "linewidth": 1.6}
+        if tallest > 0 and level > OFF_SCALE * tallest:  # named in the legend only, so that ours keeps the panel
+            ax.plot([], [], **look, label=f"the paper's, far above: {run} {_format(level, m)} {_unit(m)}".rstrip())
+        else:
+            ax.axhline(level, **look, label=None if drawn else f"dotted: {PAPER_LABEL}")
+            drawn = True
     if levels:
         ax.legend(fontsize="small", framealpha=0.85)
+
+
+def _unit(m: style.Measure) -> str:
+    """The unit an axis label ends with ("mean delivery delay (s)": s), or none."""
+    return m.label[m.label.rfind("(") + 1:-1] if m.label.endswith(")") else ""
+
+
+def _highest(ax) -> float:
+    """The highest finite value the panel's lines draw (0 without any)."""
+    values = [np.asarray(line.get_ydata(), float) for line in ax.lines]
+    return max((float(v[np.isfinite(v)].max()) for v in values if np.isfinite(v).any()), default=0.0)
 
 
 def _paper_points(ax, panel: Panel, page: _Page, series_looks: dict) -> None:

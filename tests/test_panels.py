@@ -170,6 +170,26 @@ def test_a_papers_value_far_above_our_bars_is_written_at_the_top_not_drawn(table
     style.plt.close(fig)
 
 
+def test_a_papers_level_far_above_our_lines_is_named_in_the_legend_not_drawn(tables):
+    """The paper's 4,400 s over time against our delays of at most a few seconds: a legend entry
+    in the run's colour, no level stretching the axis; a level within scale is still drawn."""
+    from experiments.paper_values import PaperValue
+
+    marks = (PaperValue("delay", "Fig. 7", 4400.0, "pub_copies_per_s", "S0"),
+             PaperValue("delay", "Fig. 7", 10.0, "pub_copies_per_s", "S1"))
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [], marks)
+    fig, ax = style.plt.subplots()
+    panel = Panel("traffic", "throughput", "pub_copies_per_s")
+    panels._time(ax, panel, panels._rows(tables, panel, RUNS), page)
+    far = [line for line in ax.lines if line.get_label().startswith("the paper's, far above")]
+    assert [line.get_label() for line in far] == ["the paper's, far above: S0 4,400"]  # the measure names no unit
+    assert far[0].get_color() == page.looks["S0"].colour and not len(far[0].get_ydata())
+    (level,) = [line for line in ax.lines if list(line.get_ydata()) == [10.0, 10.0]]
+    assert level.get_color() == page.looks["S1"].colour
+    assert ax.get_ylim()[1] < 4400 and far[0].get_label() in _legend(ax)
+    style.plt.close(fig)
+
+
 def test_a_sweep_marks_the_papers_value_of_a_run_and_the_largest_of_a_series(tables):
     from experiments.paper_values import PaperValue
 
