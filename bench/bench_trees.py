@@ -118,7 +118,7 @@ def main() -> None:
     known = _read_rows(args.results)
     rows = []
     for size in map(int, args.size.split(",")):
-        graph = graph_of(args.graph, size, args.seed, generator_options(args.graph_option, "--graph-option"))
+        graph = graph_of(args.graph, size, args.seed, generator_options(args.graph_option))
         for dataset in args.dataset.split(","):
             rows += sweep_point(args, graph, size, dataset, known)
     opt = {(r["size"], r["dataset"]): r["all"] for r in rows if r["algorithm"] == "OPT"}
@@ -140,12 +140,9 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
     variant = {"publishers": args.publishers, "subscriptions": args.subscriptions} \
         if args.workload == "keywords_paper" else {}
     options = generator_options(args.option)
-    graph_options = generator_options(args.graph_option, "--graph-option")
-    setting = {"graph": args.graph, "size": size, "graph_options": _text(graph_options), "workload": args.workload,
-               "dataset": dataset,
-               "documents": args.documents, "sample": args.sample, "seed": args.seed,
-               "unsampled_groups": args.unsampled, "options": _text(options),
-               **variant}
+    setting = {"graph": args.graph, "size": size, "graph_options": _text(generator_options(args.graph_option)),
+               "workload": args.workload, "dataset": dataset, "documents": args.documents, "sample": args.sample,
+               "seed": args.seed, "unsampled_groups": args.unsampled, "options": _text(options), **variant}
     work = None
     rows = []
     for algorithm in args.algorithms.split(","):
@@ -171,14 +168,14 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
     return rows
 
 
-def generator_options(given: list[str], flag: str = "--option") -> dict[str, int | float | str]:
-    """``KEY=VALUE`` arguments as generator keyword arguments (numbers where they read as one),
-    in name order."""
+def generator_options(given: list[str]) -> dict[str, int | float | str]:
+    """``--option`` or ``--graph-option`` arguments (``KEY=VALUE``) as a generator's keyword
+    arguments (numbers where they read as one), in name order."""
     options = {}
     for text in given:
         key, _, value = text.partition("=")
         if not key or not value:
-            raise SystemExit(f"{flag} {text!r}: expected KEY=VALUE")
+            raise SystemExit(f"{text!r}: expected KEY=VALUE")
         options[key] = _number(value)
     return dict(sorted(options.items()))
 
