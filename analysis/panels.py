@@ -456,8 +456,9 @@ def _highest(ax) -> float:
 
 def _paper_points(ax, panel: Panel, page: _Page, series_looks: dict) -> None:
     """On a sweep, the paper's value of one run as a star at its setting, and the largest of
-    several (``largest_of``) as a dotted level across their settings, in the series' colour."""
-    m, starred = style.measure(panel.y), False
+    several (``largest_of``) as a dotted level across their settings, in the series' colour; one
+    more than ``OFF_SCALE`` times our highest is named in the legend instead."""
+    m, starred, tallest = style.measure(panel.y), False, _highest(ax)
     for mark in _marks_of(panel, page):
         points = [page.sweep.points[run] for run in mark.runs if run in page.sweep.points]
         if not points:
@@ -465,7 +466,11 @@ def _paper_points(ax, panel: Panel, page: _Page, series_looks: dict) -> None:
         names = list(dict.fromkeys(name for name, _ in points))
         colour = series_looks[names[0]].colour if len(names) == 1 else "black"  # runs of several series
         xs, y = [x for _, x in points], float(m.scale(mark.paper))
-        if len(xs) == 1:
+        if tallest > 0 and y > OFF_SCALE * tallest:  # named in the legend only, so that ours keeps the panel
+            where = " and ".join(f"{x:g}" for x in xs)
+            ax.plot([], [], marker="*", markersize=10, color=colour, markeredgecolor="black", linestyle="none",
+                    label=f"the paper's, far above: {' and '.join(names)} {_format(y, m)} {_unit(m)} at {where}")
+        elif len(xs) == 1:
             ax.plot(xs, [y], marker="*", markersize=13, color=colour, markeredgecolor="black", linestyle="none",
                     label=None if starred else PAPER_LABEL, zorder=4)
             starred = True

@@ -138,7 +138,7 @@ class Measure:
 MEASURES = {
     "t_s": Measure("simulated time (s)", "virtual time since the run started"),
     "mean_s": Measure("mean delivery delay (s)", "publication to delivery at the subscriber, mean over the "
-                      "deliveries, each placed in time by its publication"),
+                      "deliveries, each placed in time at its delivery"),
     "max_s": Measure("largest delivery delay (s)", "publication to delivery at the subscriber, the largest"),
     "p90_s": Measure("90th-percentile delivery delay (s)", "publication to delivery, 90th percentile"),
     "delay_s": Measure("delivery delay (s)", "publication to delivery at the subscriber"),

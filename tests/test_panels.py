@@ -208,6 +208,24 @@ def test_a_sweep_marks_the_papers_value_of_a_run_and_the_largest_of_a_series(tab
     style.plt.close(fig)
 
 
+def test_a_sweeps_paper_value_far_above_ours_is_named_in_the_legend_not_starred(tables):
+    """The paper's 1,200 s at 200 unsubscriptions against our largest of 2 s: a legend entry,
+    the axis kept to ours."""
+    from experiments.paper_values import PaperValue
+
+    sweep = Sweep("unsubscriptions", {"S0": ("active", 100), "S1": ("active", 200), "S2": ("selective", 100),
+                                      "SH": ("selective", 200)})
+    marks = (PaperValue("far", "Fig. 8", 1200.0, "max_s", "S1"),)
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), sweep, [], marks)
+    fig, ax = style.plt.subplots()
+    panel = Panel("Largest delay", "summary", "max_s", kind="sweep")
+    panels._sweep(ax, panel, panels._rows(tables, panel, RUNS), page)
+    assert "the paper's, far above: active 1,200 s at 200" in _legend(ax)
+    assert not [line for line in ax.lines if len(line.get_xdata()) and line.get_marker() == "*"]
+    assert ax.get_ylim()[1] < 100
+    style.plt.close(fig)
+
+
 def test_a_curve_draws_a_column_against_another_per_variant_in_its_order(tmp_path):
     """Figs. 6-7 of the multi-tree paper: a clustering's cost after each merge step against
     its trees, rows filtered by plan; points sorted by x whatever the rows' order."""
