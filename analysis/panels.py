@@ -435,7 +435,7 @@ def _paper_levels(ax, panel: Panel, page: _Page) -> None:
     for value, run in levels.items():
         level, look = float(m.scale(value)), {"color": page.looks[run].colour, "linestyle": ":", "linewidth": 1.6}
         if tallest > 0 and level > OFF_SCALE * tallest:  # named in the legend only, so that ours keeps the panel
-            ax.plot([], [], **look, label=f"the paper's, far above: {run} {_format(level, m)} {_unit(m)}".rstrip())
+            ax.plot([], [], **look, label=f"the paper's, far above: {run} {_valued(level, m)}")
         else:
             ax.axhline(level, **look, label=None if drawn else f"dotted: {PAPER_LABEL}")
             drawn = True
@@ -443,9 +443,10 @@ def _paper_levels(ax, panel: Panel, page: _Page) -> None:
         ax.legend(fontsize="small", framealpha=0.85)
 
 
-def _unit(m: style.Measure) -> str:
-    """The unit an axis label ends with ("mean delivery delay (s)": s), or none."""
-    return m.label[m.label.rfind("(") + 1:-1] if m.label.endswith(")") else ""
+def _valued(value: float, m: style.Measure) -> str:
+    """A value with the unit its axis label ends with ("mean delivery delay (s)": "4,400 s")."""
+    unit = m.label[m.label.rfind("(") + 1:-1] if m.label.endswith(")") else ""
+    return f"{_format(value, m)} {unit}".rstrip()
 
 
 def _highest(ax) -> float:
@@ -469,7 +470,7 @@ def _paper_points(ax, panel: Panel, page: _Page, series_looks: dict) -> None:
         if tallest > 0 and y > OFF_SCALE * tallest:  # named in the legend only, so that ours keeps the panel
             where = " and ".join(f"{x:g}" for x in xs)
             ax.plot([], [], marker="*", markersize=10, color=colour, markeredgecolor="black", linestyle="none",
-                    label=f"the paper's, far above: {' and '.join(names)} {_format(y, m)} {_unit(m)} at {where}")
+                    label=f"the paper's, far above: {' and '.join(names)} {_valued(y, m)} at {where}")
         elif len(xs) == 1:
             ax.plot(xs, [y], marker="*", markersize=13, color=colour, markeredgecolor="black", linestyle="none",
                     label=None if starred else PAPER_LABEL, zorder=4)

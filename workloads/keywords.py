@@ -155,7 +155,7 @@ def keywords_paper(
         chosen = sorted(rng.sample(candidates, min(rng.randint(1, keywords_per_document), len(candidates))))
         draws.append((rng.choice(holders if publisher == "nearby" else places), chosen))
     every = ",".join(f"[k{k},isPresent,0]" for k in range(keywords))
-    for broker in sorted({publisher for publisher, _ in draws}):
+    for broker in sorted({place for place, _ in draws}):
         records.append({"t": round(t, 6), "op": "advertise", "client": f"P-{broker}", "broker": broker,
                         "id": f"A-{broker}", "filter": every})
     t += 1.0
