@@ -379,7 +379,13 @@ def _bars(ax, panel, rows, page: _Page) -> None:
 
 PAPER_LABEL = "the paper's value (table below)"
 LARGEST_LABEL = "the paper's largest over these runs (table below)"
-OFF_SCALE = 4  # a paper's value beyond this many times our tallest bar is written, not drawn
+OFF_SCALE = 4  # a paper's value beyond this many times our largest is written or named, not drawn
+FAR_ABOVE_LABEL = "the paper's, far above"
+
+
+def _far_above(value: float, ours: float) -> bool:
+    """Whether a paper's value would flatten ours (the largest of the panel) if drawn."""
+    return ours > 0 and value > OFF_SCALE * ours
 
 
 def _marks_of(panel: Panel, page: _Page) -> list:
@@ -398,7 +404,7 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
         for mark in _marks_of(panel, page):
             if any(run in group for run in mark.runs):
                 height = float(m.scale(mark.paper))
-                if tallest > 0 and height > OFF_SCALE * tallest:
+                if _far_above(height, tallest):
                     written.append(_off_scale(ax, position, f"paper: {_format(height, m)} \u2191"))
                     continue
                 heights.append(height)
@@ -434,8 +440,8 @@ def _paper_levels(ax, panel: Panel, page: _Page) -> None:
     tallest, drawn = _highest(ax), False
     for value, run in levels.items():
         level, look = float(m.scale(value)), {"color": page.looks[run].colour, "linestyle": ":", "linewidth": 1.6}
-        if tallest > 0 and level > OFF_SCALE * tallest:  # named in the legend only, so that ours keeps the panel
-            ax.plot([], [], **look, label=f"the paper's, far above: {run} {_valued(level, m)}")
+        if _far_above(level, tallest):  # named in the legend only, so that ours keeps the panel
+            ax.plot([], [], **look, label=f"{FAR_ABOVE_LABEL}: {run} {_valued(level, m)}")
         else:
             ax.axhline(level, **look, label=None if drawn else f"dotted: {PAPER_LABEL}")
             drawn = True
@@ -467,10 +473,10 @@ def _paper_points(ax, panel: Panel, page: _Page, series_looks: dict) -> None:
         names = list(dict.fromkeys(name for name, _ in points))
         colour = series_looks[names[0]].colour if len(names) == 1 else "black"  # runs of several series
         xs, y = [x for _, x in points], float(m.scale(mark.paper))
-        if tallest > 0 and y > OFF_SCALE * tallest:  # named in the legend only, so that ours keeps the panel
+        if _far_above(y, tallest):  # named in the legend only, so that ours keeps the panel
             where = " and ".join(f"{x:g}" for x in xs)
             ax.plot([], [], marker="*", markersize=10, color=colour, markeredgecolor="black", linestyle="none",
-                    label=f"the paper's, far above: {' and '.join(names)} {_valued(y, m)} at {where}")
+                    label=f"{FAR_ABOVE_LABEL}: {' and '.join(names)} {_valued(y, m)} at {where}")
         elif len(xs) == 1:
             ax.plot(xs, [y], marker="*", markersize=13, color=colour, markeredgecolor="black", linestyle="none",
                     label=None if starred else PAPER_LABEL, zorder=4)

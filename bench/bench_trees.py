@@ -29,6 +29,8 @@ import json
 import time
 from pathlib import Path
 
+import yaml
+
 from comparison import print_table
 
 import topologies
@@ -116,11 +118,12 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="draw Figs. 5 and 8 from the rows of --results (or these)")
     args = parser.parse_args()
     known = _read_rows(args.results)
+    graph_options = generator_options(args.graph_option)
     rows = []
     for size in map(int, args.size.split(",")):
-        graph = graph_of(args.graph, size, args.seed, generator_options(args.graph_option))
+        graph = graph_of(args.graph, size, args.seed, graph_options)
         for dataset in args.dataset.split(","):
-            rows += sweep_point(args, graph, size, dataset, known)
+            rows += sweep_point(args, graph, size, dataset, known, graph_options)
     opt = {(r["size"], r["dataset"]): r["all"] for r in rows if r["algorithm"] == "OPT"}
     for row in rows:
         row["vs_opt"] = row["all"] / opt[row["size"], row["dataset"]] if (row["size"], row["dataset"]) in opt \
@@ -134,13 +137,13 @@ def main() -> None:
         print(args.plot)
 
 
-def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]:
+def sweep_point(args, graph, size: int, dataset: str, known: dict, graph_options: dict) -> list[dict]:
     """Every algorithm (and span) on one graph and dataset: the rows of ``known`` (``--results``)
     where there are, the others computed and appended to it."""
     variant = {"publishers": args.publishers, "subscriptions": args.subscriptions} \
         if args.workload == "keywords_paper" else {}
     options = generator_options(args.option)
-    setting = {"graph": args.graph, "size": size, "graph_options": _text(generator_options(args.graph_option)),
+    setting = {"graph": args.graph, "size": size, "graph_options": _text(graph_options),
                "workload": args.workload, "dataset": dataset, "documents": args.documents, "sample": args.sample,
                "seed": args.seed, "unsampled_groups": args.unsampled, "options": _text(options), **variant}
     work = None
@@ -168,25 +171,16 @@ def sweep_point(args, graph, size: int, dataset: str, known: dict) -> list[dict]
     return rows
 
 
-def generator_options(given: list[str]) -> dict[str, int | float | str]:
+def generator_options(given: list[str]) -> dict:
     """``--option`` or ``--graph-option`` arguments (``KEY=VALUE``) as a generator's keyword
-    arguments (numbers where they read as one), in name order."""
+    arguments, in name order; a value reads as YAML, as a scenario's ``--set`` does."""
     options = {}
     for text in given:
         key, _, value = text.partition("=")
         if not key or not value:
             raise SystemExit(f"{text!r}: expected KEY=VALUE")
-        options[key] = _number(value)
+        options[key] = yaml.safe_load(value)
     return dict(sorted(options.items()))
-
-
-def _number(value: str) -> int | float | str:
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return value
 
 
 def _text(options: dict) -> str:
