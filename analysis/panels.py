@@ -437,14 +437,13 @@ def _paper_levels(ax, panel: Panel, page: _Page) -> None:
             if run in shown:
                 levels.setdefault(mark.paper, run)
     m = style.measure(panel.y)
-    tallest, drawn = _highest(ax), False
+    tallest = _highest(ax)
     for value, run in levels.items():
         level, look = float(m.scale(value)), {"color": page.looks[run].colour, "linestyle": ":", "linewidth": 1.6}
         if _far_above(level, tallest):  # named in the legend only, so that ours keeps the panel
             ax.plot([], [], **look, label=f"{FAR_ABOVE_LABEL}: {run} {_valued(level, m)}")
-        else:
-            ax.axhline(level, **look, label=None if drawn else f"dotted: {PAPER_LABEL}")
-            drawn = True
+        else:  # each level names its run: two runs' levels differ by colour alone otherwise
+            ax.axhline(level, **look, label=f"dotted: the paper's, {run} (table below)")
     if levels:
         ax.legend(fontsize="small", framealpha=0.85)
 

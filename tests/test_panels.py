@@ -121,6 +121,8 @@ def test_the_papers_values_are_drawn_on_the_bars_and_time_panels_of_their_column
     assert list(s0.get_ydata()) == [30.0, 30.0] and s0.get_linestyle() == ":" and s0.get_color() == page.looks["S0"].colour
     assert list(s2.get_ydata()) == [10.0, 10.0] and s2.get_color() == page.looks["S2"].colour
     assert len(traffic.lines) == 3 + 2  # S0, S1, S2 = SH, and two levels
+    assert [label for label in _legend(traffic) if label.startswith("dotted")] == [
+        "dotted: the paper's, S0 (table below)", "dotted: the paper's, S2 (table below)"]
     style.plt.close(fig)
 
 
