@@ -195,14 +195,17 @@ def _validate_one(path: Path, overrides: list[str], stats: bool, stats_at: list[
           f"duration {duration}, hosts {spec.hosts}, costs {spec.costs.name}")
     from workloads import structure
 
+    injections, probes, listeners = structure.without_probes(spec.injections)
+    if probes and (stats or stats_at):
+        print(f"delay probes: {probes:,} publications to {listeners:,} subscribers, left out of what follows")
     if stats:
-        print("\n".join(structure.covering_structure(structure.subscriptions_of(spec.injections)).lines()))
+        print("\n".join(structure.covering_structure(structure.subscriptions_of(injections)).lines()))
         per_broker = {broker: structure.covering_structure(filters)
-                      for broker, filters in structure.subscriptions_by_broker(spec.injections).items()}
+                      for broker, filters in structure.subscriptions_by_broker(injections).items()}
         print("\n".join(structure.per_broker_lines(per_broker)))
-        print("\n".join(structure.matching_shares(spec.injections).lines()))
+        print("\n".join(structure.matching_shares(injections).lines()))
     for seconds in stats_at:
-        present = structure.subscriptions_at(spec.injections, round(seconds * 1_000_000))
+        present = structure.subscriptions_at(injections, round(seconds * 1_000_000))
         print("\n".join(structure.covering_structure(present).lines(f"covering at {seconds:g} s")))
 
 

@@ -11,7 +11,8 @@ from protocols.language import covers, matches, parse_filter, parse_publication
 from tests.conftest import PROJECT_ROOT
 from tests.strategies import any_filters
 from workloads.generators import random_mix
-from workloads.structure import covering_structure, matching_shares, subscriptions_at, subscriptions_of
+from workloads.structure import (covering_structure, matching_shares, subscriptions_at, subscriptions_of,
+                                 without_probes)
 from workloads.trace import compile_trace
 
 SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
@@ -49,7 +50,9 @@ def test_structure_is_the_brute_force_one(filters):
 def test_the_covering_degree_generator_builds_the_degree_it_names():
     spec = resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["workload.generator.degree=10",
                                                                     "workload.generator.subscriptions=220"])
-    found = covering_structure(subscriptions_of(spec.injections))
+    workload, probes, listeners = without_probes(spec.injections)
+    assert (probes, listeners) == (30, 32)  # the scenario's delay probes, one subscriber at every edge broker
+    found = covering_structure(subscriptions_of(workload))
     assert (found.subscriptions, found.roots, found.covered) == (220, 20, 200)
     assert np.all(found.per_root == 10) and found.degree == 10.0
 
@@ -57,6 +60,7 @@ def test_the_covering_degree_generator_builds_the_degree_it_names():
 def test_validate_prints_the_structure(capsys):
     assert main(["validate", str(SCENARIOS / "unsub_burst_small_active.yaml"), "--stats"]) == 0
     out = capsys.readouterr().out
+    assert "delay probes: 30 publications to 32 subscribers, left out of what follows" in out
     assert "covering: 620 subscriptions, 20 roots (covered by no other), 600 covered by a root" in out
     assert "covering degree (subscriptions a root's removal makes roots, mean per root) 30.0" in out
     # 20 roots over 29 subscriber edges: each root's 30 subscriptions land on brokers other than its own

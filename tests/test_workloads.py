@@ -71,6 +71,30 @@ def test_unsubscriptions_remove_roots_after_the_tables_are_built():
     assert min(r["t"] for r in unsubscribes) == pytest.approx(last_subscribe + 5.0)
 
 
+
+def test_delay_probes_replace_the_stream_at_the_stated_time_and_match_every_edge():
+    graph = topologies.enterprise55()
+    shape = dict(subscriptions=310, degree=30, publications=400, publish_interval=0.4, unsubscriptions=4,
+                 unsubscribe_interval=0.5, unsubscribe_after=5.0)
+    plain = covering_degree(sorted(graph), graph=graph, **shape)
+    probed = covering_degree(sorted(graph), graph=graph, probes=20, probe_after=30.0, **shape)
+    last_unsubscribe = max(r["t"] for r in plain if r["op"] == "unsubscribe")
+    probes = [r for r in probed if r["op"] == "publish" and r["id"].startswith("probe-")]
+    assert len(probes) == 20 and probes[0]["t"] >= last_unsubscribe + 30.0 > probes[0]["t"] - 0.4
+    assert [r["t"] for r in probes] == pytest.approx([probes[0]["t"] + 0.4 * k for k in range(20)])
+    replaced = {r["id"] for r in plain} - {r["id"] for r in probed}
+    assert len(replaced) == 20 and all(r["id"] in replaced or r in probed for r in plain)
+    edges = {n for n in graph if graph.nodes[n]["role"] == "edge"}
+    listeners = [r for r in probed if r["op"] == "subscribe" and r["id"].startswith("probe-")]
+    assert {r["broker"] for r in listeners} == edges and len(listeners) == 32
+    for probe in probes:
+        content = parse_publication(probe["content"])
+        assert all(matches(parse_filter(r["filter"]), content) for r in listeners)
+        assert not any(matches(parse_filter(r["filter"]), content) for r in probed
+                       if r["op"] == "subscribe" and not r["id"].startswith("probe-"))
+    with pytest.raises(ValueError, match="probes"):
+        covering_degree(sorted(graph), graph=graph, probes=300, probe_after=30.0, **shape)
+
 def test_regions_shape():
     graph = topologies.regions(regions=4, inner_per_region=3, edges_per_inner=4)
     topologies.check_tree(graph, "regions")

@@ -2,9 +2,13 @@
 each cover a set of subscriptions, removed one after another while publications flow)."""
 from __future__ import annotations
 
+import math
 import random
 
 from .registry import generator, require, rng_for
+
+PROBE_PREFIX = "probe-"  # ids and clients of the delay probes; analysis reads probes by this prefix
+PROBE_CLASS = "PROBE"
 
 
 def _client_brokers(graph, kind: str) -> list[str]:
@@ -42,6 +46,8 @@ def covering_degree(
     unsubscribe_after: float = 60.0,
     match_share: float = 0.5,
     clustered: bool = False,
+    probes: int = 0,
+    probe_after: float = 600.0,
 ) -> list[dict]:
     """The unsubscription-burst workload ("Congestion Avoidance with Selective Filter
     Aggregation in Content-Based Routing Networks"): root subscriptions over disjoint price
@@ -52,9 +58,16 @@ def covering_degree(
     roots' ranges; ``unsubscriptions`` roots are removed ``unsubscribe_interval`` apart,
     starting ``unsubscribe_after`` seconds after the last subscription. ``clustered`` keeps
     each root's subscriptions within its broker's cluster of 2-4 adjacent edge brokers.
+
+    ``probes`` are the paper's delay probes: the stream's first ``probes`` publications due
+    ``probe_after`` seconds or more after the last unsubscription are issued instead as
+    publications of class PROBE (same times, same publishers), which one subscriber at every
+    edge broker receives. The stream's random draws do not change, so a run with probes is the
+    run without them with those publications relabelled.
     """
     require(("degree", degree, degree >= 1, "at least 1"),
-             ("subscriptions", subscriptions, subscriptions >= degree + 1, f"at least degree + 1 ({degree + 1})"))
+             ("subscriptions", subscriptions, subscriptions >= degree + 1, f"at least degree + 1 ({degree + 1})"),
+             ("probes", probes, probes >= 0, "at least 0"))
     rng = rng_for(seed, "covering_degree")
     subscribers = _client_brokers(graph, "subscribers") if graph is not None else sorted(brokers)
     publishers = _client_brokers(graph, "publishers") if graph is not None else sorted(brokers)[:1]
@@ -89,13 +102,41 @@ def covering_degree(
             last_subscription = max(last_subscription, t)
             records.append({"t": t, "op": "subscribe", "client": f"c-{sub_id}", "broker": broker, "id": sub_id,
                             "filter": text})
-    for m in range(publications):
-        price = rng.uniform(0, match_share * roots * width)
-        records.append({"t": 0.02 + m * publish_interval, "op": "publish", "client": f"pub{m % len(publishers)}",
-                        "id": f"M{m}", "content": f"[class,'STOCK'],[price,{price:.2f}]"})
+    prices = [rng.uniform(0, match_share * roots * width) for _ in range(publications)]
     chosen = rng.sample(root_ids, min(unsubscriptions, len(root_ids)))
     start = last_subscription + unsubscribe_after
+    probe_start = start + max(len(chosen) - 1, 0) * unsubscribe_interval + probe_after
+    first_probe = max(0, math.ceil((probe_start - 0.02) / publish_interval - 1e-9))
+    require(("probes", probes, probes == 0 or first_probe + probes <= publications,
+             f"at most the {max(publications - first_probe, 0)} publications due {probe_after:g} s after the "
+             "last unsubscription"))
+    for m, price in enumerate(prices):
+        p = m % len(publishers)
+        t = 0.02 + m * publish_interval
+        if first_probe <= m < first_probe + probes:
+            records.append({"t": t, "op": "publish", "client": f"{PROBE_PREFIX}pub{p}",
+                            "id": f"{PROBE_PREFIX}{m - first_probe}", "content": f"[class,'{PROBE_CLASS}']"})
+        else:
+            records.append({"t": t, "op": "publish", "client": f"pub{p}", "id": f"M{m}",
+                            "content": f"[class,'STOCK'],[price,{price:.2f}]"})
     for u, (root, _) in enumerate(chosen):
         records.append({"t": start + u * unsubscribe_interval, "op": "unsubscribe", "client": f"c-{root}", "id": root})
+    if probes:
+        records.extend(_probe_clients(graph, brokers, publishers))
     records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
+    return records
+
+
+def _probe_clients(graph, brokers: list[str], publishers: list[str]) -> list[dict]:
+    """The probes' advertisements (one per publisher broker, at t=0) and their subscribers, one
+    at every edge broker (every subscriber broker where the overlay marks no roles)."""
+    if graph is None:
+        edges = sorted(brokers)
+    else:
+        edges = sorted(n for n in graph if graph.nodes[n].get("role") == "edge") or _client_brokers(graph, "subscribers")
+    probe_filter = f"[class,eq,'{PROBE_CLASS}']"
+    records = [{"t": 0.0, "op": "advertise", "client": f"{PROBE_PREFIX}pub{p}", "broker": broker,
+                "id": f"{PROBE_PREFIX}A{p}", "filter": probe_filter} for p, broker in enumerate(publishers)]
+    records += [{"t": 0.005, "op": "subscribe", "client": f"{PROBE_PREFIX}{broker}", "broker": broker,
+                 "id": f"{PROBE_PREFIX}{broker}", "filter": probe_filter} for broker in edges]
     return records

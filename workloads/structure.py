@@ -21,6 +21,8 @@ import numpy as np
 from protocols.index import FilterIndex
 from protocols.language import Filter
 
+from .bursts import PROBE_PREFIX
+
 
 @dataclass(frozen=True)
 class CoveringStructure:
@@ -48,6 +50,18 @@ class CoveringStructure:
             f"{prefix}: covering degree (subscriptions a root's removal makes roots, mean per root) "
             f"{self.degree:,.1f}",
         ]
+
+
+def without_probes(injections) -> tuple[list, int, int]:
+    """The injections but the delay probes' (``workloads.bursts``: ids starting ``probe-``), which
+    would count as a root of their own; and how many probe publications and subscriptions there were."""
+    kept, probes = [], Counter()
+    for injection in injections:
+        if injection.message.id.startswith(PROBE_PREFIX):
+            probes[injection.message.kind] += 1
+        else:
+            kept.append(injection)
+    return kept, probes["pub"], probes["sub"]
 
 
 def subscriptions_of(injections) -> list[Filter]:
