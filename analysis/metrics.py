@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from analysis.runs import local_frame
 
 US = 1_000_000
+PROBE_PREFIX = "probe-"  # the ids the covering_degree workload gives its delay probes
 
 
 def _delay_s():
@@ -556,13 +557,24 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
                        "run string, path string, brokers int, sim_end_s double, measured_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
-    for part in (counts, publications, d, peaks, final, overall, moved, trees, covering_sets(t), t["delivered"]):
+    for part in (counts, publications, d, probe_delays(t), peaks, final, overall, moved, trees, covering_sets(t),
+                 t["delivered"]):
         frame = frame.join(part, "run", "left")
     frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",
                              "dropped"])
     return (frame.withColumn("deliveries_per_s", _ratio("deliveries", "measured_s"))
             .withColumn("delivered_per_s", _ratio("delivered", "measured_s"))
             .withColumn("pub_copies_per_s", _ratio("pub_copies", "measured_s")).drop("measured_s", "delivered"))
+
+
+def probe_delays(t: dict) -> DataFrame:
+    """Per run with delay probes (publications whose id starts with ``probe-``, the papers'
+    probes that match a subscriber at every edge broker): the mean, 10th and 90th percentile
+    delay of their deliveries alone."""
+    probes = t["delivery_groups"].where(F.col("pub_id").startswith(PROBE_PREFIX))
+    return _delay_stats(probes, ["run"]).select(
+        "run", F.col("mean_s").alias("probe_mean_s"), F.col("p10_s").alias("probe_p10_s"),
+        F.col("p90_s").alias("probe_p90_s"))
 
 
 def covering_sets(t: dict) -> DataFrame:

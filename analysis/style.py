@@ -141,6 +141,13 @@ MEASURES = {
                       "deliveries, each placed in time at its delivery"),
     "max_s": Measure("largest delivery delay (s)", "publication to delivery at the subscriber, the largest"),
     "p90_s": Measure("90th-percentile delivery delay (s)", "publication to delivery, 90th percentile"),
+    "probe_mean_s": Measure("probe delay (s)", "publication to delivery of the delay probes alone (publications "
+                            "matching a subscriber at every edge broker, issued a stated time after the "
+                            "unsubscriptions), mean over their deliveries"),
+    "probe_p10_s": Measure("10th-percentile probe delay (s)", "publication to delivery of the delay probes, "
+                           "10th percentile"),
+    "probe_p90_s": Measure("90th-percentile probe delay (s)", "publication to delivery of the delay probes, "
+                           "90th percentile"),
     "delay_s": Measure("delivery delay (s)", "publication to delivery at the subscriber"),
     "cdf": Measure("share of deliveries (%)", "deliveries with at most this value", percent=True),
     "pair_cdf": Measure("share of broker pairs (%)", "(publisher broker, subscriber broker) pairs whose mean delay "

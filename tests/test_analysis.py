@@ -137,6 +137,27 @@ def test_summary_matches_the_run_tables(analysed):
     assert sorted(csv.run) == sorted(runs)
 
 
+
+@pytest.mark.slow
+def test_probe_delay_is_over_the_probes_deliveries_alone(analysed):
+    """The small burst scenarios carry delay probes from 60 s after the last unsubscription (those
+    issued before the fixture's 120 s end); the summary's probe columns are over their deliveries
+    alone, and null in a run without."""
+    runs, out = analysed
+    summary = _metric(out, "summary").set_index("run")
+    for label in ("unsub_burst_small_active", "unsub_burst_small_none"):
+        d, m = _table(runs[label], "deliveries"), _table(runs[label], "messages")
+        issued = m[(m.kind == "pub") & m.sender.isna() & m.msg_id.str.startswith("probe-")].msg_id
+        probes = d[d.pub_id.str.startswith("probe-")]
+        assert len(issued) >= 10 and set(probes.pub_id) == set(issued)
+        assert (probes.groupby("pub_id").broker.nunique() == 32).all()  # a subscriber at every edge broker
+        delay = (probes.t_deliver_us - probes.t_pub_us) / 1e6
+        row = summary.loc[label]
+        assert row.probe_mean_s == pytest.approx(delay.mean()) and row.probe_mean_s != pytest.approx(row.mean_s)
+        assert row.probe_p10_s == pytest.approx(np.quantile(delay, 0.1, method="inverted_cdf"))
+        assert row.probe_p90_s == pytest.approx(np.quantile(delay, 0.9, method="inverted_cdf"))
+    assert summary.loc["relocation_small_enterprise_grape_load"][["probe_mean_s", "probe_p90_s"]].isna().all()
+
 @pytest.mark.slow
 def test_delay_over_time_per_bucket(analysed):
     table = _metric(analysed[1], "delay_over_time")
