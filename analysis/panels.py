@@ -9,7 +9,8 @@ six kinds:
   gets an inset that zooms on it;
 - ``cdf``: the share of deliveries against ``x`` (hops, delay), as steps;
 - ``bars``: one bar per variant, its value written on it (``relative_to`` divides by one
-  variant's value);
+  variant's value; ``whiskers: [LOW, HIGH]`` draws whiskers from the bar's LOW column to its
+  HIGH column, as the papers draw a mean with its 10th and 90th percentiles);
 - ``categories``: grouped bars, one group per value of ``x`` (message kind, broker; ``order:
   core`` puts the core brokers in their order along the core);
 - ``sweep``: ``y`` against a setting the runs vary, one line per series;
@@ -32,7 +33,7 @@ is not drawn, and the page says so instead.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,7 @@ class Panel:
     relative_to: str | None = None
     order: str | None = None
     measured: str | None = None  # "run" or "window" (default: window, but for time panels)
+    whiskers: tuple[str, str] | None = None  # bars: the columns a bar's whiskers reach down and up to
 
     @property
     def x_column(self) -> str | None:
@@ -133,6 +135,8 @@ def check(panel: Panel, variants: list[str]) -> None:
         if column is not None and column not in style.MEASURES:
             raise ValueError(f"{column!r}: no unit or definition known for this column "
                              "(analysis.style.MEASURES)")
+    if panel.whiskers is not None:
+        _check_whiskers(panel)
     unknown = [v for v in (*panel.variants, *([panel.relative_to] if panel.relative_to else [])) if v not in variants]
     if unknown:
         raise ValueError(f"variants: {', '.join(unknown)} not among the figure's runs ({', '.join(variants)})")
@@ -235,6 +239,17 @@ def _nothing_to_draw(panel: Panel, rows: dict[str, list[dict]], core: list[str])
     if panel.kind != "cdf" and not any(values):
         return "zero in every run"
     return None
+
+
+def _check_whiskers(panel: Panel) -> None:
+    if panel.kind != "bars" or panel.relative_to:
+        raise ValueError("whiskers: only a bars panel without relative_to has whiskers")
+    if len(panel.whiskers) != 2:
+        raise ValueError(f"whiskers: expected two columns [LOW, HIGH], got {list(panel.whiskers)!r}")
+    for column in panel.whiskers:
+        if column not in style.MEASURES:
+            raise ValueError(f"whiskers: {column!r}: no unit or definition known for this column "
+                             "(analysis.style.MEASURES)")
 
 
 def _points(panel: Panel, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
@@ -360,13 +375,18 @@ def _bars(ax, panel, rows, page: _Page) -> None:
     heights = [float(m.scale(estimates[g[0]][0])) for g in groups]
     halves = [estimates[g[0]][1] for g in groups]
     errors = None if all(h is None for h in halves) else [float(m.scale(h or 0.0)) for h in halves]
+    texts = [_format(h, m) + (f" ± {_format(e, m)}" if errors else "") for h, e in zip(heights, errors or heights)]
+    tops = heights
+    if panel.whiskers:
+        errors = _whisker_lengths(panel, rows, groups, heights, m)
+        texts = [_format(h, m) for h in heights]
+        tops = [h + above for h, above in zip(heights, errors[1])]
     positions = np.arange(len(groups))
     bars = ax.bar(positions, heights, yerr=errors, capsize=4 if errors else 0,
                   color=[looks[g[0]].colour for g in groups], hatch=[looks[g[0]].hatch for g in groups],
                   edgecolor="black", linewidth=0.5)
-    texts = [_format(h, m) + (f" ± {_format(e, m)}" if errors else "") for h, e in zip(heights, errors or heights)]
     ax.bar_label(bars, labels=texts, fontsize="small", padding=2)
-    marked, written = _paper_bars(ax, panel, page, groups, m, max(heights + [0]))
+    marked, written = _paper_bars(ax, panel, page, groups, m, max(tops + [0]))
     crowded = len(groups) > 4
     ax.set_xticks(positions, [" = ".join(g) + ("\n(identical)" if len(g) > 1 else "") for g in groups],
                   rotation=30 if crowded else 0, ha="right" if crowded else "center", fontsize="small")
@@ -374,7 +394,19 @@ def _bars(ax, panel, rows, page: _Page) -> None:
         ax.set_ylabel(m.label)
     else:
         style.label_axis(ax, "y", panel.y)
-    ax.set_ylim(0, max(heights + marked + [0]) * (1.35 if marked or written else 1.15) or 1)  # room for the marks
+    ax.set_ylim(0, max(tops + marked + [0]) * (1.35 if marked or written else 1.15) or 1)  # room for the marks
+
+
+def _whisker_lengths(panel: Panel, rows: dict, groups: list[list[str]], heights: list[float], m: style.Measure
+                     ) -> list[list[float]]:
+    """How far each bar's whiskers reach below and above it: to the means over its seeds of the
+    panel's two ``whiskers`` columns (none where a column has no value)."""
+    below, above = [], []
+    for group, height in zip(groups, heights):
+        low, high = (_estimate(replace(panel, y=column), rows[group[0]])[0] for column in panel.whiskers)
+        below.append(max(height - float(m.scale(low)), 0.0) if low is not None else 0.0)
+        above.append(max(float(m.scale(high)) - height, 0.0) if high is not None else 0.0)
+    return [below, above]
 
 
 PAPER_LABEL = "the paper's value (table below)"

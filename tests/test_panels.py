@@ -93,6 +93,30 @@ def test_bars_merge_identical_variants_and_divide_by_a_reference(tables):
     style.plt.close(fig)
 
 
+
+def test_bars_whiskers_span_their_two_columns_and_a_bar_reads_its_mean_alone(tmp_path):
+    probes = {"S0": (2.0, 1.0, 4.0), "S1": (1.0, 0.5, 3.0), "S2": (0.5, 0.25, 0.75)}
+    _write(tmp_path, "summary", [{"run": f"fig-{v}", "probe_mean_s": mean, "probe_p10_s": low, "probe_p90_s": high}
+                                 for v, (mean, low, high) in probes.items()])
+    variants = list(probes)
+    page = panels._Page(variants, style.styles(variants), None, [])
+    panel = Panel("Probe delay", "summary", "probe_mean_s", kind="bars", whiskers=("probe_p10_s", "probe_p90_s"))
+    panels.check(panel, variants)
+    fig, ax = style.plt.subplots()
+    panels._bars(ax, panel, panels._rows(tmp_path, panel, {f"fig-{v}": v for v in variants}), page)
+    bars = next(c for c in ax.containers if hasattr(c, "errorbar"))
+    whiskers = bars.errorbar.lines[2][0].get_segments()
+    assert [(round(w[0][1], 3), round(w[1][1], 3)) for w in whiskers] == [(low, high) for _, low, high in probes.values()]
+    assert [t.get_text() for t in ax.texts] == ["2", "1", "0.5"]
+    assert ax.get_ylim()[1] >= 4.0
+    style.plt.close(fig)
+    for wrong, expected in ((Panel("p", "summary", "probe_mean_s", whiskers=("probe_p10_s", "probe_p90_s")), "bars"),
+                            (Panel("p", "summary", "probe_mean_s", kind="bars", whiskers=("probe_p10_s", "p99")), "p99"),
+                            (Panel("p", "summary", "probe_mean_s", kind="bars", relative_to="S0",
+                                   whiskers=("probe_p10_s", "probe_p90_s")), "relative_to")):
+        with pytest.raises(ValueError, match=expected):
+            panels.check(wrong, variants)
+
 def test_the_papers_values_are_drawn_on_the_bars_and_time_panels_of_their_column(tables):
     """A dashed line across the bar of the value's run (over a reference when the value is a
     ratio), the axis raised to show it; a dotted level in the run's colour over time; none on
