@@ -28,6 +28,7 @@ A figure is a YAML file in ``experiments/figures/``:
     summary: [mean_s, max_s, peak_queue]   # the summary columns this figure compares
     panels:                        # the paper's figure (analysis/panels.py)
       - {title: Delivery delay, table: delay_over_time, y: mean_s}
+      - {title: Probe delay, table: summary, y: probe_mean_s, kind: bars, whiskers: [probe_p10_s, probe_p90_s]}
     plots: [Delivery delay over time, ...]   # the generic report's plots shown below the panels
     paper_values:                  # the paper's stated numbers beside ours (experiments/paper_values.py)
       - {claim: ..., where: Fig. 10, paper: 0.014, ours: {y: mean_s, run: active}}
@@ -66,7 +67,7 @@ SETUP_KEYS = ("paper", "ours", "small", "why")
 WINDOW_REPORT = "report-window"  # the report of a figure's runs over its window
 SILENT = ("n.s.", "not stated", "ambiguous")  # how a setup entry says the paper is silent or unclear
 PANEL_KEYS = ("title", "table", "y", "kind", "x", "where", "reduce", "scale", "variants", "relative_to", "order",
-              "measured")
+              "measured", "whiskers")
 
 
 @dataclass(frozen=True)
@@ -340,7 +341,11 @@ def _panels(given: list, variants: list[str], path: Path) -> list[Panel]:
         _known_keys(entry, PANEL_KEYS, where)
         if not isinstance(entry.get("where") or {}, dict) or not isinstance(entry.get("variants") or [], list):
             raise InputError(f"{where}: expected where: {{COLUMN: VALUE or [VALUE, ...]}} and variants: [LABEL, ...]")
+        if not isinstance(entry.get("whiskers") or [], list):
+            raise InputError(f"{where}: expected whiskers: [LOW_COLUMN, HIGH_COLUMN]")
         fields = {**entry, "where": dict(entry.get("where") or {}), "variants": tuple(entry.get("variants") or ())}
+        if "whiskers" in entry:
+            fields["whiskers"] = tuple(entry["whiskers"])
         panel = Panel(**fields)
         try:
             check_panel(panel, variants)
@@ -667,6 +672,9 @@ def _panel_caption(d: Drawn, windowed: bool) -> str:
             text += "; shaded: the window the other panels measure"
     elif d.panel.table == "summary":
         text += " (one value per run)"
+    if d.panel.whiskers:
+        low, high = (measure(column).label for column in d.panel.whiskers)
+        text += f"; whiskers: from the {low} to the {high}"
     if d.window is not None:
         text += f", over {d.window}"
     elif windowed and d.panel.kind != "time":
