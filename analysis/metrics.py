@@ -546,8 +546,10 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         F.sum(F.when(F.col("kind").isin("sub", "sub_batch"), F.col("triggered")).otherwise(0)).alias("triggered_subs"),
         F.sum("dropped").alias("dropped"))
     last = t["samples"].groupBy("run").agg(F.max("t_us").alias("t_us"))
-    final = t["samples"].join(last, ["run", "t_us"]).groupBy("run").agg(
-        F.mean("prt_size").alias("final_mean_prt"), F.sum("preserved").alias("final_preserved"),
+    final = _with_roles(t["samples"].join(last, ["run", "t_us"]), t).groupBy("run").agg(
+        F.mean("prt_size").alias("final_mean_prt"),
+        F.mean(F.when(F.col("role") == "core", F.col("prt_size"))).alias("final_core_prt"),
+        F.sum("preserved").alias("final_preserved"),
         F.sum("soft_links").alias("final_soft_links"))
     overall = by_role.where(F.col("role") == "all").select(
         "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward", "pure_forward_fraction",

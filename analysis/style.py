@@ -243,6 +243,8 @@ MEASURES = {
     "peak_queue": Measure("peak input queue (messages)", "the longest input queue any broker had", integer=True),
     "final_mean_prt": Measure("routing-table size at the end (subscriptions)", "subscriptions a broker stores "
                               "at the end of the run, mean over brokers"),
+    "final_core_prt": Measure("core routing-table size at the end (subscriptions)", "subscriptions a core broker "
+                              "stores at the end of the run, mean over the core brokers"),
     "delivered_fraction": Measure("delivered (% of expected)", "deliveries made of those the oracle expects",
                                   percent=True),
 }

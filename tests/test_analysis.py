@@ -132,6 +132,12 @@ def test_summary_matches_the_run_tables(analysed):
         causes = m.triggered_by if "triggered_by" in m else pd.Series([None] * len(m))
         assert row.triggered_subs == (m.kind.isin(["sub", "sub_batch"]) & causes.notna()).sum()
         assert row.peak_queue == m.queue_len.max()
+        s = _table(path, "samples").merge(_table(path, "brokers")[["broker", "role"]], on="broker")
+        at_end = s[s.t_us == s.t_us.max()]
+        assert row.final_mean_prt == pytest.approx(at_end.prt_size.mean())
+        core = at_end[at_end.role == "core"].prt_size
+        assert row.final_core_prt == pytest.approx(core.mean()) if len(core) else pd.isna(row.final_core_prt)
+    assert summary.loc["unsub_burst_small_active"].final_core_prt > summary.loc["unsub_burst_small_active"].final_mean_prt
     assert summary.loc["unsub_burst_small_active"].triggered_subs > 0
     csv = pd.read_csv(out / "summary.csv")
     assert sorted(csv.run) == sorted(runs)
