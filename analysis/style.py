@@ -199,6 +199,9 @@ MEASURES = {
                      "sent between brokers", percent=True),
     "triggered": Measure("triggered subscriptions", "subscriptions that arrived at a broker because an "
                          "unsubscription released them", integer=True),
+    "triggered_messages": Measure("triggered subscription messages", "subscription messages that arrived at a "
+                                  "broker because an unsubscription released them (a packed batch counts once)",
+                                  integer=True),
     "triggered_subs": Measure("triggered subscriptions", "subscription messages an unsubscription released, "
                               "over all brokers", integer=True),
     "processed": Measure("messages processed", "messages of each kind processed, over all brokers", integer=True),
