@@ -137,8 +137,9 @@ def with_derived(t: dict, width) -> dict:
     counted per publication, broker and time (a broker delivers a publication to all its
     matching subscribers at once, so a publication matching many there is one row);
     ``message_counts``: per run, broker, kind, origin (``from_client``) and time bucket of
-    arrival, the messages arrived, processed, dropped, triggered (``triggered_by`` set) and their
-    items (a batch counts its content), the longest queue found and the first arrival."""
+    arrival, the messages arrived, processed, dropped, triggered (``triggered_by`` set: their items,
+    and ``triggered_messages``: the messages) and their items (a batch counts its content), the
+    longest queue found and the first arrival."""
     m = t["messages"]
     publishers = (m.where((m.kind == "pub") & m.sender.isNull())
                   .select("run", F.col("msg_id").alias("pub_id"), F.col("broker").alias("publisher_broker")))
@@ -149,6 +150,7 @@ def with_derived(t: dict, width) -> dict:
         F.count("t_end_us").alias("processed"),
         F.sum(F.col("dropped").cast("int")).alias("dropped"),
         F.sum(F.when(m.triggered_by.isNotNull(), items).otherwise(0)).alias("triggered"),
+        F.count(m.triggered_by).alias("triggered_messages"),
         F.sum(items).alias("items"),
         F.max("queue_len").alias("max_queue"),
         F.min("t_arrive_us").alias("first_us"),
@@ -200,9 +202,9 @@ def links_over_time(t: dict) -> DataFrame:
 
 
 def messages_by_broker(t: dict) -> DataFrame:
-    """Per broker and kind: arrived, processed, dropped, triggered (``triggered_by`` set) and items
-    (a batch counts its content)."""
-    columns = ("arrived", "processed", "dropped", "triggered", "items")
+    """Per broker and kind: arrived, processed, dropped, triggered (``triggered_by`` set; a batch
+    counts its content), triggered_messages (a batch counts once) and items."""
+    columns = ("arrived", "processed", "dropped", "triggered", "triggered_messages", "items")
     return t["message_counts"].groupBy("run", "broker", "kind").agg(*[F.sum(c).alias(c) for c in columns])
 
 
@@ -546,8 +548,10 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         F.sum(F.when(F.col("kind").isin("sub", "sub_batch"), F.col("triggered")).otherwise(0)).alias("triggered_subs"),
         F.sum("dropped").alias("dropped"))
     last = t["samples"].groupBy("run").agg(F.max("t_us").alias("t_us"))
-    final = t["samples"].join(last, ["run", "t_us"]).groupBy("run").agg(
-        F.mean("prt_size").alias("final_mean_prt"), F.sum("preserved").alias("final_preserved"),
+    final = _with_roles(t["samples"].join(last, ["run", "t_us"]), t).groupBy("run").agg(
+        F.mean("prt_size").alias("final_mean_prt"),
+        F.mean(F.when(F.col("role") == "core", F.col("prt_size"))).alias("final_core_prt"),
+        F.sum("preserved").alias("final_preserved"),
         F.sum("soft_links").alias("final_soft_links"))
     overall = by_role.where(F.col("role") == "all").select(
         "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward", "pure_forward_fraction",

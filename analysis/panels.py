@@ -433,23 +433,34 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
     values' heights and whether any was written."""
     heights, labelled, written = [], set(), []
     for position, group in enumerate(groups):
+        far = []
         for mark in _marks_of(panel, page):
             if any(run in group for run in mark.runs):
                 height = float(m.scale(mark.paper))
                 if _far_above(height, tallest):
-                    written.append(_off_scale(ax, position, f"paper: {_format(height, m)} \u2191"))
+                    far.append((mark, height))
                     continue
                 heights.append(height)
                 label = PAPER_LABEL if len(mark.runs) == 1 else LARGEST_LABEL
                 ax.hlines(height, position - 0.45, position + 0.45, colors="black", linestyles="--",
                           linewidth=1.6, zorder=2.5, label=None if label in labelled else label)
                 labelled.add(label)
+        if far:
+            written.append(_off_scale(ax, position, _far_above_text(far, len(group) > 1, m)))
     if heights:
         ax.legend(fontsize="small", framealpha=0.85)
         for text in ax.texts:  # the bars' values stay readable where the paper's line crosses them
             if text not in written:
                 text.set_bbox({"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
     return heights, bool(written)
+
+
+def _far_above_text(far: list, merged: bool, m: style.Measure) -> str:
+    """The paper's values far above one bar; on a bar that stands for several identical runs,
+    each named by its run."""
+    if not merged:
+        return "\n".join(f"paper: {_format(height, m)} \u2191" for _, height in far)
+    return "\n".join(f"paper, {'/'.join(mark.runs)}: {_format(height, m)} \u2191" for mark, height in far)
 
 
 def _off_scale(ax, position: float, text: str):

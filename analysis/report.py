@@ -28,6 +28,7 @@ SUMMARY_COLUMNS = [
     ("drain_s", "drain (s)", "{:.0f}"),
     ("triggered_subs", "triggered subs", "{:,}"),
     ("final_mean_prt", "final mean PRT", "{:.1f}"),
+    ("final_core_prt", "final core PRT", "{:.1f}"),
     ("messages_processed", "messages", "{:,}"),
     ("dropped", "dropped", "{:,}"),
     ("pub_copies", "publication messages", "{:,}"),

@@ -199,6 +199,9 @@ MEASURES = {
                      "sent between brokers", percent=True),
     "triggered": Measure("triggered subscriptions", "subscriptions that arrived at a broker because an "
                          "unsubscription released them", integer=True),
+    "triggered_messages": Measure("triggered subscription messages", "subscription messages that arrived at a "
+                                  "broker because an unsubscription released them (a packed batch counts once)",
+                                  integer=True),
     "triggered_subs": Measure("triggered subscriptions", "subscription messages an unsubscription released, "
                               "over all brokers", integer=True),
     "processed": Measure("messages processed", "messages of each kind processed, over all brokers", integer=True),
@@ -243,6 +246,8 @@ MEASURES = {
     "peak_queue": Measure("peak input queue (messages)", "the longest input queue any broker had", integer=True),
     "final_mean_prt": Measure("routing-table size at the end (subscriptions)", "subscriptions a broker stores "
                               "at the end of the run, mean over brokers"),
+    "final_core_prt": Measure("core routing-table size at the end (subscriptions)", "subscriptions a core broker "
+                              "stores at the end of the run, mean over the core brokers"),
     "delivered_fraction": Measure("delivered (% of expected)", "deliveries made of those the oracle expects",
                                   percent=True),
 }

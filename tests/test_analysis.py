@@ -32,17 +32,19 @@ BUCKET_S = 10
 def _hand_made_run(path):
     """Tree A-B, B-C, B-D. M1 from A reaches B, C, D and is delivered at C only: B->D is a
     false positive, B a pure forwarder. M2 from C reaches B and A, delivered at A. M3 from D
-    reaches B and nobody wants it: D->B is a false positive."""
+    reaches B and nobody wants it: D->B is a false positive. Then an unsubscription of R1 at C
+    releases three subscriptions, packed in one batch to B."""
     copies = [("A", None, "M1"), ("B", "A", "M1"), ("C", "B", "M1"), ("D", "B", "M1"),
               ("C", None, "M2"), ("B", "C", "M2"), ("A", "B", "M2"),
               ("D", None, "M3"), ("B", "D", "M3")]
     n = len(copies)
     write_table(path, "messages/part-00000-0000-000000.parquet", "messages", {
-        "broker": [c[0] for c in copies], "sender": [c[1] for c in copies], "kind": ["pub"] * n,
-        "msg_id": [c[2] for c in copies], "t_arrive_us": [1_000_000 * i for i in range(n)],
-        "t_start_us": [1_000_000 * i for i in range(n)], "t_end_us": [1_000_000 * i + 10 for i in range(n)],
-        "queue_len": [0] * n, "sent": [0] * n, "dropped": [False] * n, "cause": [None] * n, "batch_size": [None] * n,
-        "triggered_by": [None] * n, "origin": [None] * n})
+        "broker": [c[0] for c in copies] + ["B"], "sender": [c[1] for c in copies] + ["C"],
+        "kind": ["pub"] * n + ["sub_batch"], "msg_id": [c[2] for c in copies] + ["R1"],
+        "t_arrive_us": [1_000_000 * i for i in range(n + 1)], "t_start_us": [1_000_000 * i for i in range(n + 1)],
+        "t_end_us": [1_000_000 * i + 10 for i in range(n + 1)], "queue_len": [0] * (n + 1), "sent": [0] * (n + 1),
+        "dropped": [False] * (n + 1), "cause": [None] * (n + 1), "batch_size": [None] * n + [3],
+        "triggered_by": [None] * n + ["R1"], "origin": [None] * (n + 1)})
     write_table(path, "deliveries/part-00000-0000-000001.parquet", "deliveries", {
         "pub_id": ["M1", "M2"], "sub_id": ["S1", "S2"], "client": ["c1", "c2"], "broker": ["C", "A"],
         "t_pub_us": [0, 4_000_000], "t_deliver_us": [2_000_010, 6_000_010], "hops": [2, 2]})
@@ -132,6 +134,12 @@ def test_summary_matches_the_run_tables(analysed):
         causes = m.triggered_by if "triggered_by" in m else pd.Series([None] * len(m))
         assert row.triggered_subs == (m.kind.isin(["sub", "sub_batch"]) & causes.notna()).sum()
         assert row.peak_queue == m.queue_len.max()
+        s = _table(path, "samples").merge(_table(path, "brokers")[["broker", "role"]], on="broker")
+        at_end = s[s.t_us == s.t_us.max()]
+        assert row.final_mean_prt == pytest.approx(at_end.prt_size.mean())
+        core = at_end[at_end.role == "core"].prt_size
+        assert row.final_core_prt == pytest.approx(core.mean()) if len(core) else pd.isna(row.final_core_prt)
+    assert summary.loc["unsub_burst_small_active"].final_core_prt > summary.loc["unsub_burst_small_active"].final_mean_prt
     assert summary.loc["unsub_burst_small_active"].triggered_subs > 0
     csv = pd.read_csv(out / "summary.csv")
     assert sorted(csv.run) == sorted(runs)
@@ -209,6 +217,8 @@ def test_messages_hops_and_throughput(analysed):
         expected = m.groupby(["broker", "kind"])
         assert list(ours.arrived) == list(expected.size())
         assert list(ours.processed) == list(expected.t_end_us.count())
+        causes = m.triggered_by if "triggered_by" in m else pd.Series([None] * len(m))
+        assert list(ours.triggered_messages) == list(causes.notna().groupby([m.broker, m.kind]).sum())
         ours_hops = hops[hops.run == label].set_index("hops").sort_index()
         assert list(ours_hops.deliveries) == list(d.groupby("hops").size())
         assert ours_hops.cdf.iloc[-1] == pytest.approx(1.0)
@@ -218,6 +228,8 @@ def test_messages_hops_and_throughput(analysed):
         for t_s, count in copies.groupby(bucket).size().items():
             assert ours_flow.loc[t_s, "pub_copies"] == count
             assert ours_flow.loc[t_s, "pub_copies_per_s"] == pytest.approx(count / BUCKET_S)
+    batch = by_broker[(by_broker.run == "hand") & (by_broker.kind == "sub_batch")].iloc[0]
+    assert (batch.broker, batch.triggered, batch.triggered_messages, batch["items"]) == ("B", 3, 1, 3)
 
 
 @pytest.mark.slow

@@ -196,6 +196,19 @@ def test_a_papers_value_far_above_our_bars_is_written_at_the_top_not_drawn(table
     style.plt.close(fig)
 
 
+
+def test_the_papers_values_far_above_a_bar_of_identical_runs_are_written_once_each_named(tables):
+    from experiments.paper_values import PaperValue
+
+    marks = (PaperValue("delay", "Fig. 7", 5000.0, "max_s", "S1"), PaperValue("delay", "Fig. 7", 6000.0, "max_s", "S2"))
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [], marks)
+    fig, ax = style.plt.subplots()
+    panel = Panel("Largest delay", "summary", "max_s", kind="bars")
+    panels._bars(ax, panel, panels._rows(tables, panel, RUNS), page)  # S1 = S2, the second bar
+    (written,) = [t for t in ax.texts if t.get_text().startswith("paper")]
+    assert written.get_text() == "paper, S1: 5,000 \u2191\npaper, S2: 6,000 \u2191" and written.xy == (1, 0.97)
+    style.plt.close(fig)
+
 def test_a_papers_level_far_above_our_lines_is_named_in_the_legend_not_drawn(tables):
     """The paper's 4,400 s over time against our delays of at most a few seconds: a legend entry
     in the run's colour, no level stretching the axis; a level within scale is still drawn."""

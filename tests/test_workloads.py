@@ -89,6 +89,7 @@ def test_delay_probes_replace_the_stream_at_the_stated_time_and_match_every_edge
     assert {r["broker"] for r in listeners} == edges and len(listeners) == 32
     for probe in probes:
         content = parse_publication(probe["content"])
+        assert content.as_dict()["class"] == "STOCK"  # matched against the same routing tables as any quote
         assert all(matches(parse_filter(r["filter"]), content) for r in listeners)
         assert not any(matches(parse_filter(r["filter"]), content) for r in probed
                        if r["op"] == "subscribe" and not r["id"].startswith("probe-"))

@@ -8,7 +8,6 @@ import random
 from .registry import generator, require, rng_for
 
 PROBE_PREFIX = "probe-"  # ids and clients of the delay probes; analysis reads probes by this prefix
-PROBE_CLASS = "PROBE"
 
 
 def _client_brokers(graph, kind: str) -> list[str]:
@@ -61,9 +60,10 @@ def covering_degree(
 
     ``probes`` are the paper's delay probes: the stream's first ``probes`` publications due
     ``probe_after`` seconds or more after the last unsubscription are issued instead as
-    publications of class PROBE (same times, same publishers), which one subscriber at every
-    edge broker receives. The stream's random draws do not change, so a run with probes is the
-    run without them with those publications relabelled.
+    quotes priced above every root's range (same times, same publishers), which one subscriber
+    at every edge broker receives: brokers match them against the same table as any quote. The
+    stream's random draws do not change, so a run with probes is the run without them with those
+    publications relabelled and repriced.
     """
     require(("degree", degree, degree >= 1, "at least 1"),
              ("subscriptions", subscriptions, subscriptions >= degree + 1, f"at least degree + 1 ({degree + 1})"),
@@ -105,6 +105,7 @@ def covering_degree(
     prices = [rng.uniform(0, match_share * roots * width) for _ in range(publications)]
     chosen = rng.sample(root_ids, min(unsubscriptions, len(root_ids)))
     start = last_subscription + unsubscribe_after
+    probe_price = roots * width  # above every root's range: the probes match no subscription of the workload
     probe_start = start + max(len(chosen) - 1, 0) * unsubscribe_interval + probe_after
     first_probe = max(0, math.ceil((probe_start - 0.02) / publish_interval - 1e-9))
     require(("probes", probes, probes == 0 or first_probe + probes <= publications,
@@ -115,26 +116,28 @@ def covering_degree(
         t = 0.02 + m * publish_interval
         if first_probe <= m < first_probe + probes:
             records.append({"t": t, "op": "publish", "client": f"{PROBE_PREFIX}pub{p}",
-                            "id": f"{PROBE_PREFIX}{m - first_probe}", "content": f"[class,'{PROBE_CLASS}']"})
+                            "id": f"{PROBE_PREFIX}{m - first_probe}",
+                            "content": f"[class,'STOCK'],[price,{probe_price + width / 2:g}]"})
         else:
             records.append({"t": t, "op": "publish", "client": f"pub{p}", "id": f"M{m}",
                             "content": f"[class,'STOCK'],[price,{price:.2f}]"})
     for u, (root, _) in enumerate(chosen):
         records.append({"t": start + u * unsubscribe_interval, "op": "unsubscribe", "client": f"c-{root}", "id": root})
     if probes:
-        records.extend(_probe_clients(graph, brokers, publishers))
+        records.extend(_probe_clients(graph, brokers, publishers, probe_price))
     records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
     return records
 
 
-def _probe_clients(graph, brokers: list[str], publishers: list[str]) -> list[dict]:
+def _probe_clients(graph, brokers: list[str], publishers: list[str], price: float) -> list[dict]:
     """The probes' advertisements (one per publisher broker, at t=0) and their subscribers, one
-    at every edge broker (every subscriber broker where the overlay marks no roles)."""
+    at every edge broker (every subscriber broker where the overlay marks no roles), for quotes
+    priced from ``price``."""
     if graph is None:
         edges = sorted(brokers)
     else:
         edges = sorted(n for n in graph if graph.nodes[n].get("role") == "edge") or _client_brokers(graph, "subscribers")
-    probe_filter = f"[class,eq,'{PROBE_CLASS}']"
+    probe_filter = f"[class,eq,'STOCK'],[price,>=,{price:g}]"
     records = [{"t": 0.0, "op": "advertise", "client": f"{PROBE_PREFIX}pub{p}", "broker": broker,
                 "id": f"{PROBE_PREFIX}A{p}", "filter": probe_filter} for p, broker in enumerate(publishers)]
     records += [{"t": 0.005, "op": "subscribe", "client": f"{PROBE_PREFIX}{broker}", "broker": broker,
