@@ -57,6 +57,27 @@ def test_the_covering_degree_generator_builds_the_degree_it_names():
     assert np.all(found.per_root == 10) and found.degree == 10.0
 
 
+
+def test_the_incremental_papers_workload_is_80000_subscriptions_of_roots_triggering_2100():
+    """000-B: 38 roots of 2,100 (79,838 subscriptions), 20 of them removed 0.5 s apart after the
+    last subscription, a quote every 10 ms; the test-sized one has the same covering structure
+    in 8 roots of 100 (measured by the covering oracle)."""
+    spec = resolve(SCENARIOS / "burst_paper000_active.yaml", ["workload.generator.publications=1000"])
+    kinds = [injection.message.kind for injection in spec.injections]
+    subscriptions = [i.message.id for i in spec.injections if i.message.kind == "sub"]
+    roots = [sub for sub in subscriptions if "." not in sub]
+    assert (len(subscriptions), len(roots)) == (79_838, 38)
+    removals = [i for i in spec.injections if i.message.kind == "unsub"]
+    last_subscription = max(i.t_us for i in spec.injections if i.message.kind == "sub")
+    assert len(removals) == 20 and all(r.message.id in roots for r in removals)
+    assert [r.t_us - removals[0].t_us for r in removals] == [500_000 * k for k in range(20)]
+    assert removals[0].t_us - last_subscription == 60_000_000
+    quotes = [i.t_us for i in spec.injections if i.message.kind == "pub"]
+    assert kinds.count("pub") == 1000 and quotes[1] - quotes[0] == 10_000
+    small = resolve(SCENARIOS / "burst_paper000_small_active.yaml")
+    found = covering_structure(subscriptions_of(small.injections))
+    assert (found.subscriptions, found.roots, found.covered, found.degree) == (808, 8, 800, 100.0)
+
 def test_validate_prints_the_structure(capsys):
     assert main(["validate", str(SCENARIOS / "unsub_burst_small_active.yaml"), "--stats"]) == 0
     out = capsys.readouterr().out
