@@ -412,6 +412,7 @@ def _whisker_lengths(panel: Panel, rows: dict, groups: list[list[str]], heights:
 PAPER_LABEL = "the paper's value (table below)"
 LARGEST_LABEL = "the paper's largest over these runs (table below)"
 OFF_SCALE = 4  # a paper's value beyond this many times our largest is written or named, not drawn
+NEAR_ZERO = 50  # on bars, a paper's value below our largest over this would sit on the axis: written
 FAR_ABOVE_LABEL = "the paper's, far above"
 
 
@@ -429,16 +430,20 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
     """The paper's value of a bar's run as a dashed line across the bar (the paper's largest
     over several runs, ``largest_of``, across each of their bars). A value more than
     ``OFF_SCALE`` times our tallest bar is written at the top of its bar, with an arrow, so that
-    it does not flatten ours (a test-sized run against the paper's hours). Returns the drawn
-    values' heights and whether any was written."""
+    it does not flatten ours (a test-sized run against the paper's hours); one under our tallest
+    over ``NEAR_ZERO``, which a line would draw on the axis, is written low over its bar. Returns
+    the drawn values' heights and whether any was written at the top."""
     heights, labelled, written = [], set(), []
     for position, group in enumerate(groups):
-        far = []
+        far, low = [], []
         for mark in _marks_of(panel, page):
             if any(run in group for run in mark.runs):
                 height = float(m.scale(mark.paper))
                 if _far_above(height, tallest):
                     far.append((mark, height))
+                    continue
+                if height * NEAR_ZERO < tallest:
+                    low.append(f"paper: {_valued(height, m)} (near 0 here)")
                     continue
                 heights.append(height)
                 label = PAPER_LABEL if len(mark.runs) == 1 else LARGEST_LABEL
@@ -447,12 +452,14 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
                 labelled.add(label)
         if far:
             written.append(_off_scale(ax, position, _far_above_text(far, len(group) > 1, m)))
+        if low:
+            written.append(_off_scale(ax, position, "\n".join(low), at=0.12, va="bottom"))
     if heights:
         ax.legend(fontsize="small", framealpha=0.85)
         for text in ax.texts:  # the bars' values stay readable where the paper's line crosses them
             if text not in written:
                 text.set_bbox({"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
-    return heights, bool(written)
+    return heights, any(text.xy[1] > 0.5 for text in written)
 
 
 def _far_above_text(far: list, merged: bool, m: style.Measure) -> str:
@@ -463,9 +470,10 @@ def _far_above_text(far: list, merged: bool, m: style.Measure) -> str:
     return "\n".join(f"paper, {'/'.join(mark.runs)}: {_format(height, m)} \u2191" for mark, height in far)
 
 
-def _off_scale(ax, position: float, text: str):
-    """A paper's value above the axis, written at the top of its bar in a dashed box."""
-    return ax.annotate(text, (position, 0.97), xycoords=ax.get_xaxis_transform(), ha="center", va="top",
+def _off_scale(ax, position: float, text: str, at: float = 0.97, va: str = "top"):
+    """A paper's value off our scale, written over its bar in a dashed box: at the top (``at``,
+    a share of the axis' height) for one far above, low for one near zero."""
+    return ax.annotate(text, (position, at), xycoords=ax.get_xaxis_transform(), ha="center", va=va,
                        fontsize="small", zorder=3,
                        bbox={"facecolor": "white", "edgecolor": "black", "linestyle": "--", "pad": 2})
 

@@ -462,7 +462,7 @@ def test_the_list_names_each_figures_paper_setup_and_last_full_size_time(tmp_pat
     assert f'{figure.paper_figure} of "{figure.paper}"; departs from the paper\'s setup in costs' in lines[1]
     assert f"full size: 65 min of runs (3, the longest 60 min), last run in {tmp_path / 'burst_covering'}" in lines[2]
     mobile = listed.split("\nmobile_monitors:", 1)[1].splitlines()[1]
-    assert "the paper's setup; 2 runs" in mobile
+    assert "the paper's setup; 4 runs" in mobile
 
 
 @pytest.mark.ray

@@ -209,6 +209,22 @@ def test_the_papers_values_far_above_a_bar_of_identical_runs_are_written_once_ea
     assert written.get_text() == "paper, S1: 5,000 \u2191\npaper, S2: 6,000 \u2191" and written.xy == (1, 0.97)
     style.plt.close(fig)
 
+
+def test_a_papers_value_near_zero_on_our_bars_is_written_low_not_drawn_on_the_axis(tables):
+    """The paper's 0.01 s against our largest delay of 2 s would be a line on the axis: written
+    low over SH's bar instead; the axis keeps its room for marks at the top only when one is there."""
+    from experiments.paper_values import PaperValue
+
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [],
+                        (PaperValue("delay", "Fig. 7", 0.01, "max_s", "SH"),))
+    fig, ax = style.plt.subplots()
+    panel = Panel("Largest delay", "summary", "max_s", kind="bars")
+    panels._bars(ax, panel, panels._rows(tables, panel, RUNS), page)
+    (written,) = [t for t in ax.texts if t.get_text().startswith("paper")]
+    assert written.get_text() == "paper: 0.01 s (near 0 here)" and written.xy == (2, 0.12)
+    assert not ax.collections and ax.get_ylim()[1] == pytest.approx(2.0 * 1.15)
+    style.plt.close(fig)
+
 def test_a_papers_level_far_above_our_lines_is_named_in_the_legend_not_drawn(tables):
     """The paper's 4,400 s over time against our delays of at most a few seconds: a legend entry
     in the run's colour, no level stretching the axis; a level within scale is still drawn."""
