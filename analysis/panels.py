@@ -433,7 +433,7 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
     it does not flatten ours (a test-sized run against the paper's hours); one under our tallest
     over ``NEAR_ZERO``, which a line would draw on the axis, is written low over its bar. Returns
     the drawn values' heights and whether any was written at the top."""
-    heights, labelled, written = [], set(), []
+    heights, labelled, written, above = [], set(), [], False
     for position, group in enumerate(groups):
         far, low = [], []
         for mark in _marks_of(panel, page):
@@ -452,6 +452,7 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
                 labelled.add(label)
         if far:
             written.append(_off_scale(ax, position, _far_above_text(far, len(group) > 1, m)))
+            above = True
         if low:
             written.append(_off_scale(ax, position, "\n".join(low), at=0.12, va="bottom"))
     if heights:
@@ -459,7 +460,7 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
         for text in ax.texts:  # the bars' values stay readable where the paper's line crosses them
             if text not in written:
                 text.set_bbox({"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
-    return heights, any(text.xy[1] > 0.5 for text in written)
+    return heights, above
 
 
 def _far_above_text(far: list, merged: bool, m: style.Measure) -> str:

@@ -193,10 +193,12 @@ def _validate_one(path: Path, overrides: list[str], stats: bool, stats_at: list[
     duration = "until idle" if spec.duration_us is None else f"{spec.duration_us / 1e6:g} s"
     print(f"{path}: valid: {spec.graph.number_of_nodes()} brokers, {len(spec.injections)} operations, "
           f"duration {duration}, hosts {spec.hosts}, costs {spec.costs.name}")
+    if not (stats or stats_at):
+        return
     from workloads import structure
 
     injections, probes, listeners = structure.without_probes(spec.injections)
-    if probes and (stats or stats_at):
+    if probes:
         print(f"delay probes: {probes:,} publications to {listeners:,} subscribers, left out of what follows")
     if stats:
         print("\n".join(structure.covering_structure(structure.subscriptions_of(injections)).lines()))

@@ -344,7 +344,7 @@ def _panels(given: list, variants: list[str], path: Path) -> list[Panel]:
         if not isinstance(entry.get("whiskers") or [], list):
             raise InputError(f"{where}: expected whiskers: [LOW_COLUMN, HIGH_COLUMN]")
         fields = {**entry, "where": dict(entry.get("where") or {}), "variants": tuple(entry.get("variants") or ())}
-        if "whiskers" in entry:
+        if entry.get("whiskers") is not None:
             fields["whiskers"] = tuple(entry["whiskers"])
         panel = Panel(**fields)
         try:
