@@ -553,6 +553,9 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         F.mean(F.when(F.col("role") == "core", F.col("prt_size"))).alias("final_core_prt"),
         F.sum("preserved").alias("final_preserved"),
         F.sum("soft_links").alias("final_soft_links"))
+    core_samples = _with_roles(t["samples"], t).where(F.col("role") == "core")
+    core_queue = core_samples.groupBy("run", "t_us").agg(F.mean("queue_len").alias("queue")).groupBy("run").agg(
+        F.max("queue").alias("peak_core_mean_queue"))
     overall = by_role.where(F.col("role") == "all").select(
         "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward", "pure_forward_fraction",
         (1 - F.col("pure_forward_fraction")).alias("yield"))
@@ -561,7 +564,7 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
                        "run string, path string, brokers int, sim_end_s double, measured_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
-    for part in (counts, publications, d, probe_delays(t), peaks, final, overall, moved, trees, covering_sets(t),
+    for part in (counts, publications, d, probe_delays(t), peaks, core_queue, final, overall, moved, trees, covering_sets(t),
                  t["delivered"]):
         frame = frame.join(part, "run", "left")
     frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",

@@ -64,6 +64,7 @@ class Panel:
     order: str | None = None
     measured: str | None = None  # "run" or "window" (default: window, but for time panels)
     whiskers: tuple[str, str] | None = None  # bars: the columns a bar's whiskers reach down and up to
+    paper_panel: str | None = None  # the paper's panel this one answers ("Fig. 7(e)"), for the caption
 
     @property
     def x_column(self) -> str | None:

@@ -67,7 +67,7 @@ SETUP_KEYS = ("paper", "ours", "small", "why")
 WINDOW_REPORT = "report-window"  # the report of a figure's runs over its window
 SILENT = ("n.s.", "not stated", "ambiguous")  # how a setup entry says the paper is silent or unclear
 PANEL_KEYS = ("title", "table", "y", "kind", "x", "where", "reduce", "scale", "variants", "relative_to", "order",
-              "measured", "whiskers")
+              "measured", "whiskers", "paper_panel")
 
 
 @dataclass(frozen=True)
@@ -679,9 +679,10 @@ def _panel_caption(d: Drawn, windowed: bool) -> str:
         text += f", over {d.window}"
     elif windowed and d.panel.kind != "time":
         text += ", over whole runs"
+    title = d.panel.title + (f" (the paper's {d.panel.paper_panel})" if d.panel.paper_panel else "")
     if d.note is not None:
-        return f"- ({d.letter}) {d.panel.title}: **not drawn, {d.note}** ({text})."
-    return f"- ({d.letter}) {d.panel.title}. {text[0].upper()}{text[1:]}."
+        return f"- ({d.letter}) {title}: **not drawn, {d.note}** ({text})."
+    return f"- ({d.letter}) {title}. {text[0].upper()}{text[1:]}."
 
 
 def _summary_table(figure: Figure, rows: list[dict]) -> str:

@@ -179,6 +179,8 @@ def test_figure_small_runs_and_reports(name, every_figure_small):
     captions = [line for line in page.splitlines() if line.startswith("- (")]
     assert len(captions) == len(figure.panels)
     assert sum("not drawn" not in c for c in captions) >= 2, "the figure draws fewer than two of its panels"
+    for panel, caption in zip(figure.panels, captions):  # the paper's letters, where they differ from ours
+        assert (f"(the paper's {panel.paper_panel})" in caption) == (panel.paper_panel is not None), caption
     assert "## Setup: the paper's and ours" in page and "| setting | paper | ours | test-sized |" in page
     assert "brokers" in page.split("\n\n")[2]  # the runs' real size
     assert "## The generic report" in page
