@@ -290,7 +290,7 @@ def _figure(args) -> int:
         raise InputError("figure: name figures or give --all, not both")
     if len(set(names)) != len(names):
         raise InputError(f"figure: a figure is named twice: {' '.join(names)}")
-    chosen = [dataclasses.replace(figures.load(name), changed=tuple(args.overrides)) for name in names]
+    chosen = [dataclasses.replace(figures.load(name).sized(args.small), changed=tuple(args.overrides)) for name in names]
     suffix = ("-small" if args.small else "") + (f"-repeat{args.repeat}" if args.repeat > 1 else "")
     if len(chosen) == 1:
         outs = [args.out or Path("figures") / (names[0] + suffix)]

@@ -12,6 +12,7 @@ A figure is a YAML file in ``experiments/figures/``:
       # look: NAME: runs of one look share its colour, each its own line style (a strategy in two datasets)
     small: [duration=300s, ...]    # --small: overrides that make every run test-sized (a run's
                                    # own ``small`` ones come after these)
+    small_runs: [active, selective]  # optional: the only runs --small makes (default: every run)
     small_keeps: why the test-sized runs still show the mechanism the figure is about
     sweep: {key: workload.generator.degree, label: "covering degree"}   # a sweep figure's x axis
                                    # (reciprocal: true draws 1 / the value: a rate for an interval)
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +62,7 @@ from protocols.errors import InputError
 
 FIGURE_DIR = Path(__file__).resolve().parent / "figures"
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_keeps", "sweep", "setup", "window", "phases",
+KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_runs", "small_keeps", "sweep", "setup", "window", "phases",
         "summary", "panels", "plots", "paper_values")
 RUN_KEYS = ("scenario", "set", "small", "series", "look")
 SETUP_KEYS = ("paper", "ours", "small", "why")
@@ -122,6 +124,13 @@ class Figure:
     phases: tuple = ()  # (label, Window, the test-sized runs' Window or None): stretches time panels shade
     paper_values: tuple = ()  # PaperValue: the paper's stated numbers, beside ours on the page
     changed: tuple = ()  # overrides given to every run by ``figure --set``, named on the page
+    small_runs: tuple = ()  # the runs --small makes (empty: every run)
+
+    def sized(self, small: bool) -> Figure:
+        """The figure as ``--small`` (or not) runs it: test-sized, only its ``small_runs``."""
+        if not small or not self.small_runs:
+            return self
+        return dataclasses.replace(self, runs={label: run for label, run in self.runs.items() if label in self.small_runs})
 
     def overrides(self, label: str, small: bool) -> list[str]:
         """A run's overrides: its own, then --small's (the figure's, then the run's), then
@@ -233,7 +242,16 @@ def load(name: str) -> Figure:
         _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
         _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
         sweep_key, sweep_label, series or None, looks or None, window, small_window, reciprocal, phases,
-        tuple(stated))
+        tuple(stated), small_runs=_small_runs(data.get("small_runs"), list(runs), path))
+
+
+def _small_runs(given, runs: list[str], path: Path) -> tuple[str, ...]:
+    """The runs ``--small`` makes, where not every run: some of ``runs``, two or more."""
+    if given is None:
+        return ()
+    if not isinstance(given, list) or len(given) < 2 or not set(given) <= set(runs):
+        raise InputError(f"{path}: small_runs: expected a list of two or more of the figure's runs ({', '.join(runs)})")
+    return tuple(given)
 
 
 def _sweep(given, path: Path) -> tuple[str | None, str | None, bool]:

@@ -135,10 +135,22 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, largest_of: "
                                      "[S0, S9]}}]\n", "paper_values[0].ours.largest_of: no run 'S9'"),
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0, "
-                                     "compare: ratio}}]\n", "paper_values[0].ours.compare: expected change or ratio")):
+                                     "compare: ratio}}]\n", "paper_values[0].ours.compare: expected change or ratio"),
+                             (good + "\nsmall_runs: [S0, S9]\n", "small_runs: expected a list of two or more of"),
+                             (good + "\nsmall_runs: [S0]\n", "small_runs: expected a list of two or more of")):
         (tmp_path / "bad.yaml").write_text(mistake)
         with pytest.raises(InputError, match=re.escape(message)):
             figures.load("bad")
+
+
+def test_a_figure_with_small_runs_makes_only_those_test_sized():
+    figure = figures.load("softlinks_paper_throughput")
+    small = figure.sized(small=True)
+    assert list(small.runs) == [label for label in figure.runs if label in figure.small_runs]
+    assert 2 <= len(small.runs) < len(figure.runs) and "S1_fanout15" not in small.runs
+    assert figure.sized(small=False) is figure and figures.load("burst_covering").sized(small=True).runs.keys() == {
+        "none", "lazy", "active", "packing"}
+    assert set(figures.check(small, small=True)) == {figures.Instance(label) for label in small.runs}
 
 
 def test_a_figures_phases_are_read_for_full_and_test_sized_runs():
@@ -167,7 +179,7 @@ def test_figure_small_runs_and_reports(name, every_figure_small):
     root, pages = every_figure_small
     out = root / f"{name}-small"
     assert str(out / "figure.md") in pages
-    figure = figures.load(name)
+    figure = figures.load(name).sized(small=True)
     page = (out / "figure.md").read_text()
     for label in figure.runs:
         assert f"| {label} |" in page
@@ -286,7 +298,7 @@ def test_a_run_two_figures_share_is_run_once_and_copied(tmp_path, every_figure_s
     root = every_figure_small[0]
     first_run, shared = {}, []
     for name in figures.names():
-        figure = figures.load(name)
+        figure = figures.load(name).sized(small=True)
         for instance, identity in figures.check(figure, small=True).items():
             if identity in first_run:
                 shared.append((first_run[identity], (figure, instance.label)))
