@@ -58,6 +58,20 @@ SECONDS = re.compile(r"(interval|spacing|_after|duration|length|travel|^start|_s
 
 
 def _call_generator(spec: dict, registry: dict, where: str, **fixed):
+    function, fixed, params = _checked_arguments(spec, registry, where, **fixed)
+    signature = inspect.signature(function)
+    try:
+        return function(**fixed, **params)
+    except (ValueError, TypeError) as exc:
+        parameter = str(exc).split(" ", 1)[0].rstrip(":")
+        if parameter in signature.parameters:  # the generator named the parameter it refused
+            raise InputError(f"{where}.{parameter}: {str(exc).split(' ', 1)[1]}") from None
+        raise InputError(f"{where}: generator {spec.get('name')!r} refused its parameters: {exc}") from None
+
+
+def _checked_arguments(spec: dict, registry: dict, where: str, **fixed):
+    """The generator ``spec`` names, the fixed arguments it takes and ``spec``'s own, checked
+    against its signature (names, types, times in seconds) without calling it."""
     params = dict(spec)
     name = params.pop("name", None)
     if name not in registry:
@@ -80,13 +94,7 @@ def _call_generator(spec: dict, registry: dict, where: str, **fixed):
             numeric_ok = isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool)
             if type(value) is not type(default) and not numeric_ok:
                 raise InputError(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
-    try:
-        return function(**fixed, **params)
-    except (ValueError, TypeError) as exc:
-        parameter = str(exc).split(" ", 1)[0].rstrip(":")
-        if parameter in signature.parameters:  # the generator named the parameter it refused
-            raise InputError(f"{where}.{parameter}: {str(exc).split(' ', 1)[1]}") from None
-        raise InputError(f"{where}: generator {name!r} refused its parameters: {exc}") from None
+    return function, fixed, params
 
 
 def build_topology(scenario: dict, base: Path, path: Path):
@@ -216,6 +224,21 @@ def rebuild_workload(manifest: dict, where: str):
     path = Path(where)
     graph, _ = build_topology(scenario, base, path)
     return graph, build_workload(scenario, graph, base, path)
+
+
+def check_arguments(path: Path, overrides: list[str] = ()) -> dict:
+    """What ``resolve`` checks short of building the workload: keys and values, the overlay,
+    faults, and the workload generator's arguments against its signature (not what a generator
+    refuses only while generating). Returns the validated scenario."""
+    path = Path(path)
+    scenario = validate(load(path, overrides), path)
+    graph, _ = build_topology(scenario, path.parent, path)
+    _check_overlay(scenario["protocol"], graph, path)
+    _faults(scenario, graph, path)
+    if generator := scenario["workload"].get("generator"):
+        _checked_arguments(generator, workload_generators.GENERATORS, f"{path}: workload.generator",
+                           brokers=sorted(graph), graph=graph, seed=scenario["seed"], base=path.parent)
+    return scenario
 
 
 def resolve(path: Path, overrides: list[str] = ()) -> RunSpec:

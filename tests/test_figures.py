@@ -16,7 +16,7 @@ from experiments import figures
 from experiments.cli import main
 from analysis.job import PLOTS_OVER_TIME
 from analysis.window import label_in
-from experiments.build import resolve, workloads_shared
+from experiments.build import check_arguments, resolve, workloads_shared
 from protocols.errors import InputError
 from tests.conftest import PROJECT_ROOT
 
@@ -64,16 +64,29 @@ def test_small_runs_are_the_shipped_test_sized_scenarios(figure, label, shipped)
 
 
 def test_every_figure_resolves():
-    """Test-sized always; full-sized where a run overrides its scenario (the others are
-    shipped scenarios plus a name, which test_scenarios validates). Figures that run the same
-    workload (the soft-link paper's datasets, the multi-tree paper's) build it once."""
+    """Test-sized always. Full-sized, a run that overrides its scenario has its keys, overlay
+    and generator arguments checked without building its workload (the shipped scenarios'
+    workloads are built by test_scenarios; a figure's full size builds 1.4 million quotes).
+    Figures that run the same workload (the soft-link paper's datasets, the multi-tree
+    paper's) build it once."""
     assert len(figures.names()) >= 8
     with workloads_shared():
         for name in figures.names():
             figure = figures.load(name)
             figures.check(figure, small=True)
-            if any(own for _, own, _ in figure.runs.values()):
-                figures.check(figure, small=False)
+            for label, (scenario, own, _) in figure.runs.items():
+                if own:
+                    check_arguments(scenario, figure.overrides(label, small=False))
+
+
+def test_a_full_size_override_is_checked_without_building_the_workload(tmp_path):
+    scenario = SCENARIOS / "burst_paper000_active.yaml"
+    assert check_arguments(scenario, ["workload.generator.degree=700"])["workload"]["generator"]["degree"] == 700
+    with pytest.raises(InputError, match=re.escape("workload.generator.degre: unknown parameter of generator "
+                                                   "'covering_degree'; did you mean 'degree'?")):
+        check_arguments(scenario, ["workload.generator.degre=700"])
+    with pytest.raises(InputError, match="workload.generator.degree: expected int"):
+        check_arguments(scenario, ["workload.generator.degree=lots"])
 
 
 def test_every_figure_states_its_setup_and_draws_its_papers_panels():
