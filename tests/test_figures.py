@@ -259,14 +259,13 @@ def test_figure_reuses_complete_runs_and_force_starts_over(tmp_path, capsys, ray
     assert len(manifests) == 4 and {p: p.stat().st_mtime_ns for p in manifests} == manifests
     assert not (out / "report" / "stale").exists()  # the analysis is redone
     _assert_same_tables(out / "report" / "tables", together / "report" / "tables")
-    assert main([*command, "--force"]) == 0
-    assert "4 run(s) to go" in capsys.readouterr().err
-    assert all(p.stat().st_mtime_ns != t for p, t in manifests.items())
     changed = [*command, "--set", "runtime.costs=zero"]
     assert main(changed) == 2  # another setup in the same directory: refused, the runs kept
     assert "holds another sweep" in capsys.readouterr().err
-    assert main([*changed, "--force"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in manifests} == manifests
+    assert main([*changed, "--force"]) == 0  # started over
     assert "4 run(s) to go" in capsys.readouterr().err
+    assert all(p.stat().st_mtime_ns != t for p, t in manifests.items())
     page = (out / "figure.md").read_text()
     assert "for every run (`figure --set`): `runtime.costs=zero`." in page
     assert "these runs changed it with `runtime.costs=zero` (`figure --set`)." in page
