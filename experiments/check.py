@@ -4,9 +4,11 @@ The oracle (workloads/oracle.py) says which subscriptions each publication reach
 operation takes effect the moment it is issued. A run is exact when its deliveries are those
 pairs, each once, except where the contract lets them differ, and each exception is named:
 
-- *subscription changing*: the publication was in flight while its subscription was being
-  installed or withdrawn (from the subscribe or unsubscribe until the last message that
-  operation set off, at any broker, was handled);
+- *subscription changing*: the publication was in flight while its subscription, or one that
+  covers it, was being installed or withdrawn (from the subscribe or unsubscribe until the last
+  message that operation set off, at any broker, was handled). A covering one counts because
+  covering withholds a subscription behind one already sent that covers it: until the coverer
+  arrives, neither routes the publication (protocols/covering.py);
 - *advertisement changing*: likewise for an advertisement or unadvertisement of its publisher;
 - *moving client*: likewise for a move of its subscriber or publisher (the handoff's
   unsettled window: protocols/broker.py, client moves);
@@ -39,6 +41,7 @@ import pyarrow.compute as pc
 from actors.results import read_table
 from actors.storage import RunDir
 from protocols.errors import InputError
+from protocols.index import FilterIndex
 from protocols.language import matches
 from workloads.oracle import Expected, expected_pairs
 
@@ -176,6 +179,7 @@ class Timing:
 
     def __init__(self, data: RunData) -> None:
         self.data = data
+        self._all_subscriptions: FilterIndex | None = None  # every subscription's filter, made when first asked
         run_dir, manifest = data.run_dir, data.manifest
         self.end_us = int(manifest["sim_end_us"])
         self.forever = self.end_us + 1  # an end beyond the run: still in flight when it ended
@@ -326,9 +330,33 @@ class Timing:
         if in_flight_counts:
             tests.append(("in flight at the end", (end >= self.forever) & ~self.pub_dropped[pubs]))
             tests.append(("held back at the end", self.pub_held[pubs] & ~self.pub_dropped[pubs]))
+        undecided = ~np.logical_or.reduce([hit for _, hit in tests])  # a covering one's change: the last resort
+        tests[2] = ("subscription changing", tests[2][1] | self._coverer_changing(subs, start, end, undecided))
         for name, hit in reversed(tests):
             reason[hit] = name
         return reason
+
+
+    def _coverer_changing(self, subs: np.ndarray, start: np.ndarray, end: np.ndarray,
+                          undecided: np.ndarray) -> np.ndarray:
+        """Per pair (only the ``undecided`` ones are looked at): another subscription that covers
+        the pair's was being installed or withdrawn while the publication was in flight."""
+        hit = np.zeros(len(subs), bool)
+        for i in np.flatnonzero(undecided).tolist():
+            coverers = self._coverers(int(subs[i]))
+            if len(coverers):
+                hit[i] = self.sub_windows.overlap(coverers, np.full(len(coverers), start[i]),
+                                                  np.full(len(coverers), end[i])).any()
+        return hit
+
+    def _coverers(self, sub: int) -> np.ndarray:
+        """The numbers of the other subscriptions whose filters cover ``sub``'s."""
+        if self._all_subscriptions is None:
+            self._all_subscriptions = FilterIndex()
+            for n, injection in enumerate(self.data.expected.subscriptions):
+                self._all_subscriptions.add(n, injection.message.filter)
+        found = self._all_subscriptions.covering(self.data.expected.subscriptions[sub].message.filter)
+        return np.array(sorted(n for n in found if n != sub), np.int64)
 
 
 class Windows:
