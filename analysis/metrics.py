@@ -564,8 +564,8 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
                        "run string, path string, brokers int, sim_end_s double, measured_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
-    for part in (counts, publications, d, probe_delays(t), peaks, core_queue, final, overall, moved, trees, covering_sets(t),
-                 t["delivered"]):
+    for part in (counts, publications, d, probe_delays(t), peaks, core_queue, final, overall, moved, trees,
+                 covering_sets(t), t["delivered"]):
         frame = frame.join(part, "run", "left")
     frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",
                              "dropped"])

@@ -42,9 +42,9 @@ over the window into ``OUT/report-window`` in the same job), draws the panels in
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
-import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +62,8 @@ from protocols.errors import InputError
 
 FIGURE_DIR = Path(__file__).resolve().parent / "figures"
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_runs", "small_keeps", "sweep", "setup", "window", "phases",
-        "summary", "panels", "plots", "paper_values")
+KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_runs", "small_keeps", "sweep", "setup", "window",
+        "phases", "summary", "panels", "plots", "paper_values")
 RUN_KEYS = ("scenario", "set", "small", "series", "look")
 SETUP_KEYS = ("paper", "ours", "small", "why")
 WINDOW_REPORT = "report-window"  # the report of a figure's runs over its window
@@ -130,7 +130,8 @@ class Figure:
         """The figure as ``--small`` (or not) runs it: test-sized, only its ``small_runs``."""
         if not small or not self.small_runs:
             return self
-        return dataclasses.replace(self, runs={label: run for label, run in self.runs.items() if label in self.small_runs})
+        made = {label: run for label, run in self.runs.items() if label in self.small_runs}
+        return dataclasses.replace(self, runs=made)
 
     def overrides(self, label: str, small: bool) -> list[str]:
         """A run's overrides: its own, then --small's (the figure's, then the run's), then
@@ -250,7 +251,8 @@ def _small_runs(given, runs: list[str], path: Path) -> tuple[str, ...]:
     if given is None:
         return ()
     if not isinstance(given, list) or len(given) < 2 or not set(given) <= set(runs):
-        raise InputError(f"{path}: small_runs: expected a list of two or more of the figure's runs ({', '.join(runs)})")
+        raise InputError(f"{path}: small_runs: expected a list of two or more of the figure's runs "
+                         f"({', '.join(runs)})")
     return tuple(given)
 
 
