@@ -180,6 +180,7 @@ class Timing:
     def __init__(self, data: RunData) -> None:
         self.data = data
         self._all_subscriptions: FilterIndex | None = None  # every subscription's filter, made when first asked
+        self._coverers_of: dict[int, np.ndarray] = {}  # subscription -> those covering it, as asked
         run_dir, manifest = data.run_dir, data.manifest
         self.end_us = int(manifest["sim_end_us"])
         self.forever = self.end_us + 1  # an end beyond the run: still in flight when it ended
@@ -336,7 +337,6 @@ class Timing:
             reason[hit] = name
         return reason
 
-
     def _coverer_changing(self, subs: np.ndarray, start: np.ndarray, end: np.ndarray,
                           undecided: np.ndarray) -> np.ndarray:
         """Per pair (only the ``undecided`` ones are looked at): another subscription that covers
@@ -351,12 +351,15 @@ class Timing:
 
     def _coverers(self, sub: int) -> np.ndarray:
         """The numbers of the other subscriptions whose filters cover ``sub``'s."""
+        if sub in self._coverers_of:
+            return self._coverers_of[sub]
         if self._all_subscriptions is None:
             self._all_subscriptions = FilterIndex()
             for n, injection in enumerate(self.data.expected.subscriptions):
                 self._all_subscriptions.add(n, injection.message.filter)
         found = self._all_subscriptions.covering(self.data.expected.subscriptions[sub].message.filter)
-        return np.array(sorted(n for n in found if n != sub), np.int64)
+        self._coverers_of[sub] = np.array(sorted(n for n in found if n != sub), np.int64)
+        return self._coverers_of[sub]
 
 
 class Windows:
