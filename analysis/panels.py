@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 from matplotlib.ticker import NullFormatter
+from matplotlib.transforms import offset_copy
 
 from analysis import spread, style
 from analysis.style import plt
@@ -112,12 +113,38 @@ class Drawn:
     window: str | None = None
 
 
+PHASE_COLOUR = "#f2c14e"
+NARROW_PHASE = 0.005  # a phase shorter than this share of the time axis is also marked by a line at its start
+
+
 def _shade_phases(ax, phases: list[tuple[str, float, float]]) -> None:
-    """Each phase as a pale band named at the top of the plot."""
+    """Each phase as a pale band named at the top of the plot; one too short to see as a band
+    (ten seconds of unsubscriptions on a four-hour axis) also as a line where it starts."""
+    low, high = ax.get_xlim()
     for label, start, end in phases:
-        ax.axvspan(start, end, color="#f2c14e", alpha=0.18, linewidth=0, zorder=0)
+        ax.axvspan(start, end, color=PHASE_COLOUR, alpha=0.18, linewidth=0, zorder=0)
+        if end - start < NARROW_PHASE * (high - low):
+            ax.axvline(start, color=PHASE_COLOUR, linewidth=1.2, zorder=0)
         ax.text(start, 0.99, f" {label}", transform=ax.get_xaxis_transform(), va="top", ha="left",
                 fontsize="small", color="0.3")
+
+
+LEGEND_BELOW = ("time", "categories")  # panels whose lines or bars may fill every corner
+
+
+def _legend_below(ax) -> None:
+    """The panel's legend under its axis label, in columns, where it covers no line or bar."""
+    handles, labels = ax.get_legend_handles_labels()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    if not handles:
+        return
+    fig = ax.figure
+    lowest = ax.get_tightbbox(fig.canvas.get_renderer()).y0  # the tick labels' and axis label's bottom
+    depth = (ax.transAxes.transform((0, 0))[1] - lowest) * 72 / fig.dpi + 4  # in points, as layouts keep it
+    columns = 2 if max(map(len, labels)) > 24 else min(len(labels), 4)
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0), ncol=columns, fontsize="small",
+              frameon=False, bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-depth, units="points"))
 
 
 def check(panel: Panel, variants: list[str]) -> None:
@@ -179,11 +206,13 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
         _PLOTTERS[panel.kind](ax, panel, rows, page)
         if panel.kind == "time" and windowed is not None:
             ax.axvspan(*windowed.seconds, color="grey", alpha=0.12, linewidth=0, zorder=0)
-        if panel.kind == "time":
-            _shade_phases(ax, phases)
         if panel.kind == "time" and time_range is not None:
             ax.set_xlim(*time_range)
             _inset_for_burst(ax, panel, rows, page, time_range)
+        if panel.kind == "time":
+            _shade_phases(ax, phases)
+        if panel.kind in LEGEND_BELOW:
+            _legend_below(ax)
         ax.set_title(f"({letter}) {panel.title}{measured}", loc="left", fontsize="medium")
         ax.grid(True, alpha=0.3)
     fig.suptitle(title, fontsize="large")
@@ -700,4 +729,3 @@ def _inset_for_burst(ax, panel: Panel, rows: dict, page: _Page, time_range) -> N
     if ax.get_ylim()[0] == 0:
         inset.set_ylim(bottom=0)
     ax.indicate_inset_zoom(inset, edgecolor="grey")
-    ax.legend(loc="upper left", fontsize="small", framealpha=0.85)  # the inset takes the upper right

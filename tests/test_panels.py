@@ -67,6 +67,36 @@ def test_time_panels_shade_and_name_the_figures_phases_and_other_panels_do_not(t
     style.plt.close(saved[0])
 
 
+def test_a_burst_panels_legend_sits_under_its_axis_label_and_a_short_phase_gets_a_line(tmp_path, monkeypatch):
+    """Four variants rising to the top right with a spike in the middle (an inset), beside a
+    categories panel whose bars reach the top: both legends below their axis labels, clear of
+    the data; a 1-s phase on a 200-s axis is marked by a line at its start as well as its band."""
+    root = tmp_path / "tables"
+    slopes = {"fig-S0": 4, "fig-S1": 3, "fig-S2": 2, "fig-SH": 1}
+    spike = {100: 500}
+    _write(root, "throughput", [{"run": run, "t_s": float(t), "pub_copies_per_s": float(slope * t + spike.get(t, 0))}
+                                for run, slope in slopes.items() for t in range(200)])
+    _write(root, "messages_by_broker", [{"run": run, "broker": f"b{i}", "triggered_messages": slope * (i + 1)}
+                                        for run, slope in slopes.items() for i in range(5)])
+    saved = []
+    monkeypatch.setattr(style, "save", lambda fig, path: saved.append(fig))
+    spec = [Panel("traffic", "throughput", "pub_copies_per_s"),
+            Panel("triggered", "messages_by_broker", "triggered_messages", kind="categories", x="broker")]
+    panels.draw(spec, root, RUNS, "title", tmp_path / "page.png", phases=[("unsubscriptions", 100.0, 101.0)])
+    fig = saved[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in (fig.axes[0], fig.axes[-1]):
+        legend = ax.get_legend().get_window_extent(renderer)
+        labels = [ax.xaxis.label.get_window_extent(renderer)] + [t.get_window_extent(renderer)
+                                                                 for t in ax.get_xticklabels() if t.get_text()]
+        assert legend.y1 <= min(label.y0 for label in labels), ax.get_title()
+        assert len(ax.get_legend().get_texts()) == 4
+    time_ax = fig.axes[0]
+    assert [line.get_xdata()[0] for line in time_ax.lines if line.get_color() == panels.PHASE_COLOUR] == [100.0]
+    style.plt.close(fig)
+
+
 def test_time_panels_keep_the_window_the_other_panels_measure_in_view(tables, tmp_path, monkeypatch):
     """Activity ends at 19 s (the last change of the traffic's levels); the window runs to 40 s."""
     from analysis.window import Window
