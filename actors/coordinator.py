@@ -82,6 +82,21 @@ def versions() -> dict[str, str]:
     return found
 
 
+def injected(injections: list[Injection]) -> dict[str, dict]:
+    """Per message kind the clients inject: how many, and the first and last injection's time
+    (s); what a figure shades as a phase of the workload (its unsubscriptions)."""
+    found: dict[str, dict] = {}
+    for injection in injections:
+        t_s = injection.t_us / 1e6
+        seen = found.get(injection.message.kind)
+        if seen is None:
+            found[injection.message.kind] = {"count": 1, "first_s": t_s, "last_s": t_s}
+        else:
+            seen["count"] += 1
+            seen["first_s"], seen["last_s"] = min(seen["first_s"], t_s), max(seen["last_s"], t_s)
+    return dict(sorted(found.items()))
+
+
 def run(spec: RunSpec, run_dir: str | Path | RunDir, address: str | None = None,
         progress: bool | None = None) -> dict:
     """Run ``spec`` into ``run_dir`` (a new directory: a path or a URI); returns the manifest.
@@ -93,7 +108,7 @@ def run(spec: RunSpec, run_dir: str | Path | RunDir, address: str | None = None,
     manifest = {
         "name": spec.name, "seed": spec.seed, "status": "running", "scenario": spec.scenario,
         "scenario_dir": spec.scenario_dir,
-        "brokers": spec.graph.number_of_nodes(), "versions": versions(),
+        "brokers": spec.graph.number_of_nodes(), "injected": injected(spec.injections), "versions": versions(),
     }
     write_manifest(run_dir, manifest)
     with _recording(run_dir, manifest) as clock:

@@ -24,8 +24,11 @@ A figure is a YAML file in ``experiments/figures/``:
                                    # measured interval, {from: S, until: S}): the summary and every
                                    # panel but the time ones are measured over it (a panel may say
                                    # measured: run); small: the test-sized runs' window
-    phases: [{label: morning rush, from: 2400, until: 3120, small: {from: 60, until: 132}}]
-                                   # stretches of simulated time every time panel shades and names
+    phases: [{label: morning rush, from: 2400, until: 3120, small: {from: 60, until: 132}},
+             {label: unsubscriptions, injected: unsub}]
+                                   # stretches of simulated time every time panel shades and names;
+                                   # injected: from the first to the last message of a kind the
+                                   # clients inject, as the runs' manifests record it
     summary: [mean_s, max_s, peak_queue]   # the summary columns this figure compares
     panels:                        # the paper's figure (analysis/panels.py)
       - {title: Delivery delay, table: delay_over_time, y: mean_s}
@@ -48,6 +51,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow.parquet as pq
 import yaml
@@ -121,7 +125,7 @@ class Figure:
     window: Window | None = None  # what of each run the values at the end measure (None: the whole run)
     small_window: Window | None = None  # the test-sized runs' (None: ``window``)
     sweep_reciprocal: bool = False  # the x axis shows 1 / the key's value (a rate for an interval)
-    phases: tuple = ()  # (label, Window, the test-sized runs' Window or None): stretches time panels shade
+    phases: tuple = ()  # Phase: stretches time panels shade
     paper_values: tuple = ()  # PaperValue: the paper's stated numbers, beside ours on the page
     changed: tuple = ()  # overrides given to every run by ``figure --set``, named on the page
     small_runs: tuple = ()  # the runs --small makes (empty: every run)
@@ -153,10 +157,19 @@ class Figure:
         """The window the figure's values are measured over (None: whole runs)."""
         return (self.small_window or self.window) if small else self.window
 
-    def phases_at(self, small: bool) -> list[tuple[str, float, float]]:
-        """The stretches of the runs the time panels shade, as (label, from s, until s)."""
-        return [(label, w.start, w.end) for label, full, small_one in self.phases
-                for w in [(small_one or full) if small else full]]
+    def phases_at(self, small: bool, manifests: list[dict] = ()) -> list[tuple[str, float, float]]:
+        """The stretches of the runs the time panels shade, as (label, from s, until s); a phase
+        of injected messages spans them over the runs' ``manifests`` (none there: not shaded)."""
+        found = []
+        for phase in self.phases:
+            if phase.injected is None:
+                w = (phase.small or phase.full) if small else phase.full
+                found.append((phase.label, w.start, w.end))
+                continue
+            spans = [m["injected"][phase.injected] for m in manifests if phase.injected in m.get("injected", {})]
+            if spans:
+                found.append((phase.label, min(s["first_s"] for s in spans), max(s["last_s"] for s in spans)))
+        return found
 
 
 def names() -> list[str]:
@@ -282,20 +295,35 @@ def _window(given, path: Path, key: str = "window") -> tuple[Window | None, Wind
         raise InputError(f"{path}: {key}{'' if small is None else ' (or its small)'}: {exc}") from None
 
 
+class Phase(NamedTuple):
+    """A stretch of simulated time the time panels shade and name: from ``full`` (``small`` for
+    the test-sized runs), or, with ``injected`` (a message kind), from the first to the last
+    message of that kind the runs' clients inject, as their manifests record it."""
+    label: str
+    full: Window | None = None
+    small: Window | None = None
+    injected: str | None = None
+
+
 def _phases(given, path: Path) -> tuple:
-    """Named stretches of simulated time (a rush hour) that the time panels shade."""
-    expected = "expected {label: TEXT, from: S, until: S} and optionally small: {from: S, until: S}"
+    """Named stretches of simulated time (a rush hour, the unsubscriptions) that the time panels shade."""
+    expected = ("expected {label: TEXT, from: S, until: S} and optionally small: {from: S, until: S}, "
+                "or {label: TEXT, injected: KIND}")
     if not isinstance(given, list):
-        raise InputError(f"{path}: phases: expected a list of {{label: TEXT, from: S, until: S}}")
+        raise InputError(f"{path}: phases: expected a list of {{label: TEXT, from: S, until: S}} "
+                         "or {label: TEXT, injected: KIND}")
     phases = []
     for i, phase in enumerate(given):
+        if isinstance(phase, dict) and set(phase) == {"label", "injected"}:
+            phases.append(Phase(str(phase["label"]), injected=str(phase["injected"])))
+            continue
         if not isinstance(phase, dict) or not {"label", "from", "until"} <= set(phase) <= {"label", "from", "until",
                                                                                             "small"}:
             raise InputError(f"{path}: phases[{i}]: {expected}")
         full, small = _window({k: v for k, v in phase.items() if k != "label"}, path, f"phases[{i}]")
         if small is not None and small.end is None:
             raise InputError(f"{path}: phases[{i}]: a phase needs both from and until")
-        phases.append((str(phase["label"]), full, small))
+        phases.append(Phase(str(phase["label"]), full, small))
     return tuple(phases)
 
 
@@ -539,7 +567,7 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
         out / WINDOW_REPORT / "tables", _run_labels(figure, instances, window), window, _seconds(window, rows))
     drawn = draw(figure.panels, report / "tables", _run_labels(figure, instances),
                  _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out, instances), windowed,
-                 figure.looks, figure.phases_at(small), figure.paper_values) \
+                 figure.looks, figure.phases_at(small, _manifests(out, instances)), figure.paper_values) \
         if figure.panels else []
     summaries = [("Summary", rows)]
     if window is not None:
@@ -549,6 +577,10 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
     lines = _page_lines(figure, summaries, drawn, report, small, _seeds_line(instances), _checks_line(checks))
     page.write_text("\n".join(lines) + "\n")
     return page
+
+
+def _manifests(out: Path, instances: list[Instance]) -> list[dict]:
+    return [json.loads((out / "runs" / i.directory / "manifest.json").read_text()) for i in instances]
 
 
 def _seeds_line(instances: list[Instance]) -> str | None:

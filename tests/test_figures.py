@@ -132,6 +132,8 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good.replace("y: yield, kind: bars", "y: yield, kind: bars, whiskers: [p10_s]", 1),
                               "whiskers: expected two columns"),
                              (good + "\nphases: [{label: rush, from: 5}]\n", "phases[0]: expected {label: TEXT"),
+                             (good + "\nphases: [{label: rush, injected: unsub, from: 5}]\n",
+                              "or {label: TEXT, injected: KIND}"),
                              (good + "\nphases: [{label: rush, from: 9, until: 3}]\n", "phases[0]: window: expected 0"),
                              (good + "\nphases: [{label: a, from: 1, until: 3, small: {last: 2}}]\n",
                               "phases[0]: a phase needs both from and until"),
@@ -171,6 +173,19 @@ def test_a_figures_phases_are_read_for_full_and_test_sized_runs():
     assert figure.phases_at(small=False) == [("morning rush", 2400.0, 3120.0)]
     assert figure.phases_at(small=True) == [("morning rush", 60.0, 132.0)]
     assert figures.load("softlinks_dense").phases_at(small=False) == []
+
+
+def test_a_phase_of_injected_messages_spans_them_over_the_runs_manifests():
+    """burst_paper000's unsubscriptions, wherever the workload puts them (the clustered variant's
+    start 1,080 s later than the stated placement's), and its probes' fixed stretch beside them."""
+    figure = figures.load("burst_covering")
+    manifests = [{"injected": {"unsub": {"count": 20, "first_s": 6483.0, "last_s": 6492.5},
+                               "pub": {"count": 9, "first_s": 0.0, "last_s": 9.0}}},
+                 {"injected": {"unsub": {"count": 20, "first_s": 6483.5, "last_s": 6493.0}}},
+                 {"injected": {}}]
+    assert figure.phases_at(small=False, manifests=manifests) == [("unsub.", 6483.0, 6493.0),
+                                                                  ("probes", 2451.0, 2571.0)]
+    assert figure.phases_at(small=True) == [("probes", 112.5, 124.5)]  # no run injected any: not shaded
 
 
 @pytest.fixture(scope="module")
