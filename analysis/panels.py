@@ -612,6 +612,8 @@ def _categories(ax, panel, rows, page: _Page) -> None:
     style.label_axis(ax, "y", panel.y)
     if panel.scale == "log":
         _log_y(ax, panel)
+        if ax.get_yscale() != "linear":  # the tallest bar clear of the frame
+            ax.set_ylim(top=ax.get_ylim()[1] * 1.6)
     ax.legend(fontsize="small", framealpha=0.85)
 
 
