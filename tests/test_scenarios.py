@@ -5,24 +5,22 @@ import pytest
 
 from actors.results import read_table
 from experiments.cli import main
-from experiments.build import workloads_shared
+from experiments.build import check_arguments, workloads_shared
 
 from .test_analysis import false_positives_by_components
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
 
-def _shipped() -> list:
-    """Every shipped scenario file with its family (the name without its last part: the
-    variants of one experiment, which mostly share a workload). The full-size ones (every
-    workload built, some of millions of operations) run under the slow mark; the test-sized
-    ones (``*_small_*``, the quick start) always."""
-    params = []
-    for path in sorted(SCENARIOS.glob("*.yaml")):
-        family = path.stem.rsplit("_", 1)[0] if "_" in path.stem else path.stem
-        small = "_small" in path.stem or path.stem == "quickstart"
-        params.append(pytest.param(family, path, id=path.stem, marks=() if small else pytest.mark.slow))
-    return params
+def _shipped(small: bool) -> list[Path]:
+    """The shipped scenario files, test-sized (``*_small_*``, the quick start) or full-size."""
+    return [path for path in sorted(SCENARIOS.glob("*.yaml"))
+            if ("_small" in path.stem or path.stem == "quickstart") == small]
+
+
+def _family(path: Path) -> str:
+    """The name without its last part: the variants of one experiment, which mostly share a workload."""
+    return path.stem.rsplit("_", 1)[0] if "_" in path.stem else path.stem
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +29,25 @@ def family_builds() -> dict:
     return {}
 
 
-@pytest.mark.parametrize("family, path", _shipped())
-def test_shipped_scenarios_validate(family, path, family_builds, capsys):
+@pytest.mark.parametrize("path", _shipped(small=True), ids=lambda path: path.stem)
+def test_test_sized_scenarios_validate(path, family_builds, capsys):
     """Files of one family, validated one after another, build a workload they share once."""
-    for other in [f for f in family_builds if f != family]:
+    for other in [f for f in family_builds if f != _family(path)]:
         del family_builds[other]
-    with workloads_shared(family_builds.setdefault(family, {})):
+    with workloads_shared(family_builds.setdefault(_family(path), {})):
         assert main(["validate", str(path)]) == 0
     assert f"{path}: valid:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path", _shipped(small=False), ids=lambda path: path.stem)
+def test_full_size_scenarios_pass_every_check_short_of_building_their_workload(path):
+    """Keys, values, the overlay, faults and the generator's arguments against its signature.
+    Building the workloads (5.5 million operations for the paper-size mobile runs, 150 s of
+    the suite) is left to their runs: the same generators build in the test-sized files above,
+    every figure's scenarios build and run test-sized in tests/test_figures.py, and the
+    generators' own tests check them at sizes of their own."""
+    scenario = check_arguments(path)
+    assert scenario["name"] and scenario["workload"]
 
 
 @pytest.fixture(scope="module")
