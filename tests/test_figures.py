@@ -504,10 +504,10 @@ def test_the_list_names_each_figures_paper_setup_and_last_full_size_time(tmp_pat
     assert sorted(blocks) == figures.names()
     lines = listed.split("burst_covering:", 1)[1].splitlines()[:3]
     figure = figures.load("burst_covering")
-    assert f'{figure.paper_figure} of "{figure.paper}"; departs from the paper\'s setup in costs' in lines[1]
+    assert f'{figure.paper_figure} of "{figure.paper}"; the paper\'s setup; 4 runs' in lines[1]
     assert f"full size: 65 min of runs (3, the longest 60 min), last run in {tmp_path / 'burst_covering'}" in lines[2]
-    mobile = listed.split("\nmobile_monitors:", 1)[1].splitlines()[1]
-    assert "the paper's setup; 4 runs" in mobile
+    delay = listed.split("\nsoftlinks_paper_delay:", 1)[1].splitlines()[1]
+    assert "departs from the paper's setup in candidate links, subscriptions, rate and measured interval, costs" in delay
 
 
 @pytest.mark.ray
