@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -169,11 +170,21 @@ def _read_runs(spark, runs: list[Run], table: str, ddl: str):
     if not present:
         return local_frame(spark, [], f"{ddl}, run string, {MEASURED_FROM} bigint, {MEASURED_UNTIL} bigint")
     schema = _merged_schema([(same[0].path, table, parts[path]) for path, same in present.items()])
-    files = local_frame(spark, [(file, run.label, *_bounds(run)) for path, same in present.items()
-                                for file in spark.read.schema(schema).parquet(path).inputFiles() for run in same],
-                        f"{SOURCE_FILE} string, run string, {MEASURED_FROM} bigint, {MEASURED_UNTIL} bigint")
     frame = spark.read.schema(schema).parquet(*present)
+    folders = {_folder(path): same for path, same in present.items()}
+    files = local_frame(spark, [(file, run.label, *_bounds(run)) for file in frame.inputFiles()
+                                for run in folders[_folder(file, parent=True)]],
+                        f"{SOURCE_FILE} string, run string, {MEASURED_FROM} bigint, {MEASURED_UNTIL} bigint")
     return frame.withColumn(SOURCE_FILE, F.input_file_name()).join(F.broadcast(files), SOURCE_FILE).drop(SOURCE_FILE)
+
+
+def _folder(location: str, parent: bool = False) -> tuple[str, str, str]:
+    """A table folder (or, with ``parent``, the folder of a file in it) as scheme, host and
+    path, whether given as a local path or as Spark names a file (``file:/...``, escaped):
+    Spark lists the files of every run's table in one call, and each is found its run by this."""
+    parts = urlparse(location)
+    path = unquote(parts.path) if parts.scheme else location
+    return parts.scheme or "file", parts.netloc, os.path.dirname(path) if parent else path.rstrip("/")
 
 
 MEASURED_FROM, MEASURED_UNTIL = "_measured_from_us", "_measured_until_us"  # a row's run's window; null: whole

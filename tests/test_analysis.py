@@ -568,6 +568,20 @@ def test_a_run_counts_once_towards_the_small_run_settings(tmp_path, monkeypatch)
     assert not job.is_small(whole[:1])
 
 
+def test_a_file_spark_lists_is_found_its_runs_table_folder_however_the_folder_was_given():
+    """Spark lists every run's files of a table in one call and names each as a URI, escaped;
+    each is matched back to the folder its run was given as: a local path (with a space), a
+    file: URI, an S3 location as Spark's Hadoop filesystems name it."""
+    from analysis.runs import _folder
+
+    for given, listed in (("/tmp/runs/a b/messages", "file:/tmp/runs/a%20b/messages/part-0.parquet"),
+                          ("/tmp/runs/a b/messages", "file:///tmp/runs/a%20b/messages/part-1.parquet"),
+                          ("file:///tmp/runs/c/messages", "file:/tmp/runs/c/messages/part-0.parquet"),
+                          ("s3a://bucket/runs/d/messages", "s3a://bucket/runs/d/messages/part-0.parquet")):
+        assert _folder(given) == _folder(listed, parent=True), given
+    assert _folder("/tmp/runs/a/messages") != _folder("file:/tmp/runs/ab/messages/part-0.parquet", parent=True)
+
+
 def test_a_run_linked_under_another_name_is_computed_once(tmp_path, spark_session, capfd):
     """A run hard-linked into another directory under another name (``figure`` copies a run
     two figures share): its metrics are computed once with the original's and reported under
