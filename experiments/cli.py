@@ -76,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="start over: remove --out's earlier runs and report (default: reuse complete runs)")
     figure.add_argument("--max-parallel", type=int, help="runs at once (default: this machine's CPUs)")
     figure.add_argument("--address", help="address of a running Ray cluster (default: start a local one)")
+    figure.add_argument("--driver-memory", help="the analysis's Spark driver memory (default: 2g for small runs, 4g "
+                        "otherwise; full-size figures of several long runs may need more)")
     check = commands.add_parser("check", help="compare runs' deliveries with the delivery oracle of their scenario")
     check.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or URIs), sweep or figure directories")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -300,7 +302,8 @@ def _figure(args) -> int:
         figures.prepare_out(out, args.force)
     max_parallel = _max_parallel(args)
     try:  # run_figures resolves every run before anything runs
-        pages = figures.run_figures(list(zip(chosen, outs)), args.small, analyse_reports, max_parallel, args.address,
+        analyse = partial(analyse_reports, driver_memory=args.driver_memory)
+        pages = figures.run_figures(list(zip(chosen, outs)), args.small, analyse, max_parallel, args.address,
                                     report=lambda line: print(line, file=sys.stderr), repeat=args.repeat)
     except InputError:
         raise

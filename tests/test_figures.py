@@ -115,6 +115,18 @@ def test_listing_and_input_errors(tmp_path, capsys):
     assert "padre" in capsys.readouterr().err and not (tmp_path / "new" / "runs").exists()
 
 
+def test_a_figures_analysis_gets_the_driver_memory_asked_for(tmp_path, monkeypatch):
+    """``figure --driver-memory``: the analysis of ten four-hour runs needs more than the 4g default."""
+    from analysis import submit
+
+    asked = []
+    monkeypatch.setattr(submit, "run_job", lambda reports, small, bucket, master, driver_memory, measured: asked.append(
+        driver_memory) or 0)
+    monkeypatch.setattr(figures, "run_figures", lambda chosen, small, analyse, *rest, **options: [analyse([])])
+    assert main(["figure", "burst_covering", "--driver-memory", "12g", "--out", str(tmp_path / "f")]) == 0
+    assert asked == ["12g"]
+
+
 def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "FIGURE_DIR", tmp_path)
     good = (PROJECT_ROOT / "experiments" / "figures" / "softlinks_dense.yaml").read_text()
