@@ -122,6 +122,8 @@ def _shade_phases(ax, phases: list[tuple[str, float, float]]) -> None:
     (ten seconds of unsubscriptions on a four-hour axis) also as a line where it starts."""
     low, high = ax.get_xlim()
     for label, start, end in phases:
+        if end < low or start > high:  # not on this axis (a workload's, past the run's end)
+            continue
         ax.axvspan(start, end, color=PHASE_COLOUR, alpha=0.18, linewidth=0, zorder=0)
         if end - start < NARROW_PHASE * (high - low):
             ax.axvline(start, color=PHASE_COLOUR, linewidth=1.2, zorder=0)
@@ -130,6 +132,7 @@ def _shade_phases(ax, phases: list[tuple[str, float, float]]) -> None:
 
 
 LEGEND_BELOW = ("time", "categories")  # panels whose lines or bars may fill every corner
+LOG_HEADROOM = 1.6  # a log axis's top over its tallest bar: the bar clear of the frame
 
 
 def _legend_below(ax) -> None:
@@ -612,8 +615,8 @@ def _categories(ax, panel, rows, page: _Page) -> None:
     style.label_axis(ax, "y", panel.y)
     if panel.scale == "log":
         _log_y(ax, panel)
-        if ax.get_yscale() != "linear":  # the tallest bar clear of the frame
-            ax.set_ylim(top=ax.get_ylim()[1] * 1.6)
+        if ax.get_yscale() != "linear":
+            ax.set_ylim(top=ax.get_ylim()[1] * LOG_HEADROOM)
     ax.legend(fontsize="small", framealpha=0.85)
 
 

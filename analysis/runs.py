@@ -8,6 +8,7 @@ name; a table a run never wrote (no rows) is empty, not missing.
 from __future__ import annotations
 
 import os
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -171,20 +172,33 @@ def _read_runs(spark, runs: list[Run], table: str, ddl: str):
         return local_frame(spark, [], f"{ddl}, run string, {MEASURED_FROM} bigint, {MEASURED_UNTIL} bigint")
     schema = _merged_schema([(same[0].path, table, parts[path]) for path, same in present.items()])
     frame = spark.read.schema(schema).parquet(*present)
-    folders = {_folder(path): same for path, same in present.items()}
-    files = local_frame(spark, [(file, run.label, *_bounds(run)) for file in frame.inputFiles()
-                                for run in folders[_folder(file, parent=True)]],
+    listed = _files_of(spark, schema, frame, present)
+    files = local_frame(spark, [(file, run.label, *_bounds(run)) for file, same in listed for run in same],
                         f"{SOURCE_FILE} string, run string, {MEASURED_FROM} bigint, {MEASURED_UNTIL} bigint")
     return frame.withColumn(SOURCE_FILE, F.input_file_name()).join(F.broadcast(files), SOURCE_FILE).drop(SOURCE_FILE)
 
 
+def _files_of(spark, schema, frame, present: dict[str, list[Run]]) -> list[tuple[str, list[Run]]]:
+    """Each file of ``frame`` as Spark names it, with the runs of the folder it lies in: one
+    listing of every folder, each file matched back to its folder; where one is not matched
+    (a location Spark's filesystem writes otherwise), one listing per folder, as Spark names
+    the files under it."""
+    folders = {_folder(path): same for path, same in present.items()}
+    listed = [(file, folders.get(_folder(file, parent=True))) for file in frame.inputFiles()]
+    if all(same is not None for _, same in listed):
+        return listed
+    return [(file, same) for path, same in present.items()
+            for file in spark.read.schema(schema).parquet(path).inputFiles()]
+
+
 def _folder(location: str, parent: bool = False) -> tuple[str, str, str]:
     """A table folder (or, with ``parent``, the folder of a file in it) as scheme, host and
-    path, whether given as a local path or as Spark names a file (``file:/...``, escaped):
-    Spark lists the files of every run's table in one call, and each is found its run by this."""
+    normalised path, whether given as a local path or as Spark names a file (``file:/...``,
+    escaped)."""
     parts = urlparse(location)
-    path = unquote(parts.path) if parts.scheme else location
-    return parts.scheme or "file", parts.netloc, os.path.dirname(path) if parent else path.rstrip("/")
+    path = posixpath.normpath(unquote(parts.path) if parts.scheme else location)
+    host = "" if parts.netloc == "localhost" else parts.netloc
+    return parts.scheme or "file", host, posixpath.dirname(path) if parent else path
 
 
 MEASURED_FROM, MEASURED_UNTIL = "_measured_from_us", "_measured_until_us"  # a row's run's window; null: whole

@@ -228,13 +228,14 @@ def rebuild_workload(manifest: dict, where: str):
 
 def check_arguments(path: Path, overrides: list[str] = ()) -> dict:
     """What ``resolve`` checks short of building the workload: keys and values, the overlay,
-    faults, and the workload generator's arguments against its signature (not what a generator
-    refuses only while generating). Returns the validated scenario."""
+    faults, the cost profile, and the workload generator's arguments against its signature
+    (not what a generator refuses only while generating). Returns the validated scenario."""
     path = Path(path)
     scenario = validate(load(path, overrides), path)
     graph, _ = build_topology(scenario, path.parent, path)
     _check_overlay(scenario["protocol"], graph, path)
     _faults(scenario, graph, path)
+    load_profile(scenario["runtime"]["costs"], path.parent, f"{path}: runtime.costs")
     if generator := scenario["workload"].get("generator"):
         _checked_arguments(generator, workload_generators.GENERATORS, f"{path}: workload.generator",
                            brokers=sorted(graph), graph=graph, seed=scenario["seed"], base=path.parent)

@@ -63,6 +63,7 @@ from analysis.window import Window, from_mapping, label_in
 from experiments import paper_values
 from experiments.check import summary_line
 from protocols.errors import InputError
+from protocols.messages import CLIENT_KINDS
 
 FIGURE_DIR = Path(__file__).resolve().parent / "figures"
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -125,7 +126,7 @@ class Figure:
     window: Window | None = None  # what of each run the values at the end measure (None: the whole run)
     small_window: Window | None = None  # the test-sized runs' (None: ``window``)
     sweep_reciprocal: bool = False  # the x axis shows 1 / the key's value (a rate for an interval)
-    phases: tuple = ()  # Phase: stretches time panels shade
+    phases: tuple[Phase, ...] = ()  # stretches time panels shade
     paper_values: tuple = ()  # PaperValue: the paper's stated numbers, beside ours on the page
     changed: tuple = ()  # overrides given to every run by ``figure --set``, named on the page
     small_runs: tuple = ()  # the runs --small makes (empty: every run)
@@ -157,9 +158,10 @@ class Figure:
         """The window the figure's values are measured over (None: whole runs)."""
         return (self.small_window or self.window) if small else self.window
 
-    def phases_at(self, small: bool, manifests: list[dict] = ()) -> list[tuple[str, float, float]]:
+    def phases_at(self, small: bool, manifests: tuple[dict, ...] = ()) -> list[tuple[str, float, float]]:
         """The stretches of the runs the time panels shade, as (label, from s, until s); a phase
-        of injected messages spans them over the runs' ``manifests`` (none there: not shaded)."""
+        of injected messages spans them over the runs' ``manifests``, from the earliest first to
+        the latest last (``unshaded`` names one that no manifest records)."""
         found = []
         for phase in self.phases:
             if phase.injected is None:
@@ -170,6 +172,12 @@ class Figure:
             if spans:
                 found.append((phase.label, min(s["first_s"] for s in spans), max(s["last_s"] for s in spans)))
         return found
+
+    def unshaded(self, manifests: tuple[dict, ...]) -> list[str]:
+        """The phases of injected messages that none of the runs' ``manifests`` records (runs
+        made before manifests recorded ``injected``, or a workload without that kind)."""
+        return [phase.label for phase in self.phases if phase.injected is not None
+                and not any(phase.injected in m.get("injected", {}) for m in manifests)]
 
 
 def names() -> list[str]:
@@ -315,7 +323,10 @@ def _phases(given, path: Path) -> tuple:
     phases = []
     for i, phase in enumerate(given):
         if isinstance(phase, dict) and set(phase) == {"label", "injected"}:
-            phases.append(Phase(str(phase["label"]), injected=str(phase["injected"])))
+            if phase["injected"] not in CLIENT_KINDS:
+                raise InputError(f"{path}: phases[{i}].injected: expected one of {', '.join(CLIENT_KINDS)}, "
+                                 f"got {phase['injected']!r}")
+            phases.append(Phase(str(phase["label"]), injected=phase["injected"]))
             continue
         if not isinstance(phase, dict) or not {"label", "from", "until"} <= set(phase) <= {"label", "from", "until",
                                                                                             "small"}:
@@ -560,6 +571,7 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
     from analysis.panels import draw
 
     instances = instances or [Instance(label) for label in figure.runs]
+    manifests = _manifests(out, instances)
     report = out / "report"
     window = figure.measured(small)
     rows = _summary_rows(figure, report, instances)
@@ -567,7 +579,7 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
         out / WINDOW_REPORT / "tables", _run_labels(figure, instances, window), window, _seconds(window, rows))
     drawn = draw(figure.panels, report / "tables", _run_labels(figure, instances),
                  _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out, instances), windowed,
-                 figure.looks, figure.phases_at(small, _manifests(out, instances)), figure.paper_values) \
+                 figure.looks, figure.phases_at(small, manifests), figure.paper_values) \
         if figure.panels else []
     summaries = [("Summary", rows)]
     if window is not None:
@@ -575,12 +587,17 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
                       _summary_rows(figure, out / WINDOW_REPORT, instances, window)), ("Summary over whole runs", rows)]
     page = out / "figure.md"
     lines = _page_lines(figure, summaries, drawn, report, small, _seeds_line(instances), _checks_line(checks))
+    if unshaded := figure.unshaded(manifests):
+        image = next(i for i, line in enumerate(lines) if line.startswith("!["))
+        lines[image:image] = [f"Not shaded on the time panels: {', '.join(unshaded)} (no run's manifest records those "
+                              "messages' injections; runs made before manifests recorded `injected`).", ""]
     page.write_text("\n".join(lines) + "\n")
     return page
 
 
-def _manifests(out: Path, instances: list[Instance]) -> list[dict]:
-    return [json.loads((out / "runs" / i.directory / "manifest.json").read_text()) for i in instances]
+def _manifests(out: Path, instances: list[Instance]) -> tuple[dict, ...]:
+    """The manifests of the figure's runs under ``OUT/runs``."""
+    return tuple(json.loads((out / "runs" / i.directory / "manifest.json").read_text()) for i in instances)
 
 
 def _seeds_line(instances: list[Instance]) -> str | None:

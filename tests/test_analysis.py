@@ -577,9 +577,41 @@ def test_a_file_spark_lists_is_found_its_runs_table_folder_however_the_folder_wa
     for given, listed in (("/tmp/runs/a b/messages", "file:/tmp/runs/a%20b/messages/part-0.parquet"),
                           ("/tmp/runs/a b/messages", "file:///tmp/runs/a%20b/messages/part-1.parquet"),
                           ("file:///tmp/runs/c/messages", "file:/tmp/runs/c/messages/part-0.parquet"),
+                          ("file://localhost/tmp//runs/c/messages", "file:/tmp/runs/c/messages/part-0.parquet"),
+                          ("/tmp/runs/../runs/e/messages", "file:/tmp/runs/e/messages/part-0.parquet"),
                           ("s3a://bucket/runs/d/messages", "s3a://bucket/runs/d/messages/part-0.parquet")):
         assert _folder(given) == _folder(listed, parent=True), given
     assert _folder("/tmp/runs/a/messages") != _folder("file:/tmp/runs/ab/messages/part-0.parquet", parent=True)
+
+
+def test_where_a_listed_file_matches_no_folder_each_folder_is_listed_alone():
+    """A filesystem that names files otherwise (an ``hdfs:///`` folder listed with its
+    namenode): Spark's own listing per folder labels each file, as before one listing of all."""
+    from analysis.runs import _files_of
+
+    class Listing:
+        def __init__(self, files):
+            self.files = files
+
+        def inputFiles(self):  # noqa: N802 (Spark's name)
+            return self.files
+
+    class Reader:
+        def schema(self, schema):
+            return self
+
+        def parquet(self, path):
+            return Listing([f"hdfs://nn:8020{path[len('hdfs://'):]}/part-0.parquet"])
+
+    class Spark:
+        read = Reader()
+
+    present = {"hdfs:///runs/a/messages": ["run a"], "hdfs:///runs/b/messages": ["run b"]}
+    named = ["hdfs://nn:8020/runs/a/messages/part-0.parquet", "hdfs://nn:8020/runs/b/messages/part-0.parquet"]
+    assert _files_of(Spark(), None, Listing(named), present) == [(named[0], ["run a"]), (named[1], ["run b"])]
+    local = {"/tmp/runs/a/messages": ["run a"]}
+    assert _files_of(None, None, Listing(["file:/tmp/runs/a/messages/part-0.parquet"]), local) == [
+        ("file:/tmp/runs/a/messages/part-0.parquet", ["run a"])]  # matched: no second listing
 
 
 def test_a_run_linked_under_another_name_is_computed_once(tmp_path, spark_session, capfd):

@@ -65,8 +65,9 @@ def test_small_runs_are_the_shipped_test_sized_scenarios(figure, label, shipped)
 
 def test_every_figure_resolves():
     """Test-sized always. Full-sized, a run that overrides its scenario has its keys, overlay
-    and generator arguments checked without building its workload (the shipped scenarios'
-    workloads are built by test_scenarios; a figure's full size builds 1.4 million quotes).
+    and generator arguments checked without building its workload (a figure's full size builds
+    1.4 million quotes; test_scenarios checks the shipped full-size files the same way, and the
+    fixture below builds and runs every figure's scenarios test-sized).
     Figures that run the same workload (the soft-link paper's datasets, the multi-tree
     paper's) build it once."""
     assert len(figures.names()) >= 8
@@ -120,8 +121,8 @@ def test_a_figures_analysis_gets_the_driver_memory_asked_for(tmp_path, monkeypat
     from analysis import submit
 
     asked = []
-    monkeypatch.setattr(submit, "run_job", lambda reports, small, bucket, master, driver_memory, measured: asked.append(
-        driver_memory) or 0)
+    monkeypatch.setattr(submit, "run_job", lambda reports, small, bucket, master, memory, measured: asked.append(
+        memory) or 0)
     monkeypatch.setattr(figures, "run_figures", lambda chosen, small, analyse, *rest, **options: [analyse([])])
     assert main(["figure", "burst_covering", "--driver-memory", "12g", "--out", str(tmp_path / "f")]) == 0
     assert asked == ["12g"]
@@ -146,6 +147,8 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good + "\nphases: [{label: rush, from: 5}]\n", "phases[0]: expected {label: TEXT"),
                              (good + "\nphases: [{label: rush, injected: unsub, from: 5}]\n",
                               "or {label: TEXT, injected: KIND}"),
+                             (good + "\nphases: [{label: rush, injected: unsubscribe}]\n",
+                              "phases[0].injected: expected one of adv, unadv, sub, unsub, pub"),
                              (good + "\nphases: [{label: rush, from: 9, until: 3}]\n", "phases[0]: window: expected 0"),
                              (good + "\nphases: [{label: a, from: 1, until: 3, small: {last: 2}}]\n",
                               "phases[0]: a phase needs both from and until"),
@@ -188,16 +191,20 @@ def test_a_figures_phases_are_read_for_full_and_test_sized_runs():
 
 
 def test_a_phase_of_injected_messages_spans_them_over_the_runs_manifests():
-    """burst_paper000's unsubscriptions, wherever the workload puts them (the clustered variant's
-    start 1,080 s later than the stated placement's), and its probes' fixed stretch beside them."""
+    """burst_covering's unsubscriptions wherever the runs' workloads put them (as a clustered
+    placement delays them), from the earliest first to the latest last over the runs, beside
+    its probes' fixed stretch; runs whose manifests record none leave them unshaded, by name."""
     figure = figures.load("burst_covering")
-    manifests = [{"injected": {"unsub": {"count": 20, "first_s": 6483.0, "last_s": 6492.5},
+    manifests = ({"injected": {"unsub": {"count": 20, "first_s": 6483.0, "last_s": 6492.5},
                                "pub": {"count": 9, "first_s": 0.0, "last_s": 9.0}}},
                  {"injected": {"unsub": {"count": 20, "first_s": 6483.5, "last_s": 6493.0}}},
-                 {"injected": {}}]
+                 {"injected": {}})
     assert figure.phases_at(small=False, manifests=manifests) == [("unsub.", 6483.0, 6493.0),
                                                                   ("probes", 2451.0, 2571.0)]
-    assert figure.phases_at(small=True) == [("probes", 112.5, 124.5)]  # no run injected any: not shaded
+    assert figure.unshaded(manifests) == []
+    older = ({"name": "made before manifests recorded injections"},)
+    assert figure.phases_at(small=True, manifests=older) == [("probes", 112.5, 124.5)]
+    assert figure.unshaded(older) == ["unsub."]
 
 
 @pytest.fixture(scope="module")
@@ -519,7 +526,7 @@ def test_the_list_names_each_figures_paper_setup_and_last_full_size_time(tmp_pat
     assert f'{figure.paper_figure} of "{figure.paper}"; the paper\'s setup; 4 runs' in lines[1]
     assert f"full size: 65 min of runs (3, the longest 60 min), last run in {tmp_path / 'burst_covering'}" in lines[2]
     delay = listed.split("\nsoftlinks_paper_delay:", 1)[1].splitlines()[1]
-    assert "departs from the paper's setup in candidate links, subscriptions, rate and measured interval, costs" in delay
+    assert "the paper's setup in candidate links, subscriptions, rate and measured interval, costs" in delay
 
 
 @pytest.mark.ray

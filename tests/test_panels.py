@@ -70,7 +70,8 @@ def test_time_panels_shade_and_name_the_figures_phases_and_other_panels_do_not(t
 def test_a_burst_panels_legend_sits_under_its_axis_label_and_a_short_phase_gets_a_line(tmp_path, monkeypatch):
     """Four variants rising to the top right with a spike in the middle (an inset), beside a
     categories panel whose bars reach the top: both legends below their axis labels, clear of
-    the data; a 1-s phase on a 200-s axis is marked by a line at its start as well as its band."""
+    the data; a 0.2-s phase on a 200-s axis is marked by a line at its start as well as its band
+    (a 30-s one by its band alone), and one past the axis not at all."""
     root = tmp_path / "tables"
     slopes = {"fig-S0": 4, "fig-S1": 3, "fig-S2": 2, "fig-SH": 1}
     spike = {100: 500}
@@ -82,7 +83,8 @@ def test_a_burst_panels_legend_sits_under_its_axis_label_and_a_short_phase_gets_
     monkeypatch.setattr(style, "save", lambda fig, path: saved.append(fig))
     spec = [Panel("traffic", "throughput", "pub_copies_per_s"),
             Panel("triggered", "messages_by_broker", "triggered_messages", kind="categories", x="broker")]
-    panels.draw(spec, root, RUNS, "title", tmp_path / "page.png", phases=[("unsubscriptions", 100.0, 101.0)])
+    panels.draw(spec, root, RUNS, "title", tmp_path / "page.png",
+                phases=[("unsubscriptions", 100.0, 100.2), ("rush", 150.0, 180.0), ("later", 300.0, 310.0)])
     fig = saved[0]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -94,6 +96,7 @@ def test_a_burst_panels_legend_sits_under_its_axis_label_and_a_short_phase_gets_
         assert len(ax.get_legend().get_texts()) == 4
     time_ax = fig.axes[0]
     assert [line.get_xdata()[0] for line in time_ax.lines if line.get_color() == panels.PHASE_COLOUR] == [100.0]
+    assert [t.get_text() for t in time_ax.texts] == [" unsubscriptions", " rush"]  # "later" is past the axis
     style.plt.close(fig)
 
 
