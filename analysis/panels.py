@@ -606,7 +606,8 @@ def _categories(ax, panel, rows, page: _Page) -> None:
         errors = None if all(h is None for h in halves) else scale(np.array([h or 0.0 for h in halves]))
         ax.bar(np.arange(len(categories)) + i * width, scale(heights[group[0]]), width, yerr=errors,
                capsize=2 if errors is not None else 0, color=looks[group[0]].colour, hatch=looks[group[0]].hatch,
-               edgecolor="black", linewidth=0.5, label=style.group_label(group))
+               edgecolor="black", linewidth=0.5,
+               label=style.group_label(group) + ("" if heights[group[0]].any() else ": 0 everywhere"))
     long = max(len(str(c)) for c in categories) > 6 or len(categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
                   ha="right" if long else "center", fontsize="small")

@@ -69,16 +69,16 @@ def test_time_panels_shade_and_name_the_figures_phases_and_other_panels_do_not(t
 
 def test_a_burst_panels_legend_sits_under_its_axis_label_and_a_short_phase_gets_a_line(tmp_path, monkeypatch):
     """Four variants rising to the top right with a spike in the middle (an inset), beside a
-    categories panel whose bars reach the top: both legends below their axis labels, clear of
-    the data; a 0.2-s phase on a 200-s axis is marked by a line at its start as well as its band
+    categories panel whose bars reach the top (one variant's all zero, said in the legend): both
+    legends below their axis labels, clear of the data; a 0.2-s phase on a 200-s axis is marked by a line at its start as well as its band
     (a 30-s one by its band alone), and one past the axis not at all."""
     root = tmp_path / "tables"
     slopes = {"fig-S0": 4, "fig-S1": 3, "fig-S2": 2, "fig-SH": 1}
     spike = {100: 500}
     _write(root, "throughput", [{"run": run, "t_s": float(t), "pub_copies_per_s": float(slope * t + spike.get(t, 0))}
                                 for run, slope in slopes.items() for t in range(200)])
-    _write(root, "messages_by_broker", [{"run": run, "broker": f"b{i}", "triggered_messages": slope * (i + 1)}
-                                        for run, slope in slopes.items() for i in range(5)])
+    _write(root, "messages_by_broker", [{"run": run, "broker": f"b{i}", "triggered_messages": (slope - 1) * (i + 1)}
+                                        for run, slope in slopes.items() for i in range(5)])  # SH: none at all
     saved = []
     monkeypatch.setattr(style, "save", lambda fig, path: saved.append(fig))
     spec = [Panel("traffic", "throughput", "pub_copies_per_s"),
@@ -94,6 +94,7 @@ def test_a_burst_panels_legend_sits_under_its_axis_label_and_a_short_phase_gets_
                                                                  for t in ax.get_xticklabels() if t.get_text()]
         assert legend.y1 <= min(label.y0 for label in labels), ax.get_title()
         assert len(ax.get_legend().get_texts()) == 4
+    assert [t.get_text() for t in fig.axes[-1].get_legend().get_texts()][-1] == "SH: 0 everywhere"  # not a bar lost
     time_ax = fig.axes[0]
     assert [line.get_xdata()[0] for line in time_ax.lines if line.get_color() == panels.PHASE_COLOUR] == [100.0]
     assert [t.get_text() for t in time_ax.texts] == [" unsubscriptions", " rush"]  # "later" is past the axis
