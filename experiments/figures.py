@@ -168,16 +168,19 @@ class Figure:
                 w = (phase.small or phase.full) if small else phase.full
                 found.append((phase.label, w.start, w.end))
                 continue
-            spans = [m["injected"][phase.injected] for m in manifests if phase.injected in m.get("injected", {})]
-            if spans:
+            if spans := _recorded(phase, manifests):
                 found.append((phase.label, min(s["first_s"] for s in spans), max(s["last_s"] for s in spans)))
         return found
 
     def unshaded(self, manifests: tuple[dict, ...]) -> list[str]:
         """The phases of injected messages that none of the runs' ``manifests`` records (runs
         made before manifests recorded ``injected``, or a workload without that kind)."""
-        return [phase.label for phase in self.phases if phase.injected is not None
-                and not any(phase.injected in m.get("injected", {}) for m in manifests)]
+        return [phase.label for phase in self.phases if phase.injected is not None and not _recorded(phase, manifests)]
+
+
+def _recorded(phase: Phase, manifests: tuple[dict, ...]) -> list[dict]:
+    """What the runs' ``manifests`` record of the injections of ``phase``'s message kind."""
+    return [m["injected"][phase.injected] for m in manifests if phase.injected in m.get("injected", {})]
 
 
 def names() -> list[str]:

@@ -70,8 +70,9 @@ def test_time_panels_shade_and_name_the_figures_phases_and_other_panels_do_not(t
 def test_a_burst_panels_legend_sits_under_its_axis_label_and_a_short_phase_gets_a_line(tmp_path, monkeypatch):
     """Four variants rising to the top right with a spike in the middle (an inset), beside a
     categories panel whose bars reach the top (one variant's all zero, said in the legend): both
-    legends below their axis labels, clear of the data; a 0.2-s phase on a 200-s axis is marked by a line at its start as well as its band
-    (a 30-s one by its band alone), and one past the axis not at all."""
+    legends below their axis labels, clear of the data; a 0.2-s phase on a 200-s axis is marked
+    by a line at its start as well as its band (a 30-s one by its band alone), and one past the
+    axis not at all."""
     root = tmp_path / "tables"
     slopes = {"fig-S0": 4, "fig-S1": 3, "fig-S2": 2, "fig-SH": 1}
     spike = {100: 500}
