@@ -535,6 +535,12 @@ def core_order(t: dict) -> dict[str, list[str]]:
     return order
 
 
+def _peak_mean_queue(samples: DataFrame, name: str) -> DataFrame:
+    """Per run, the largest mean of the ``samples``' input queues at one sample time."""
+    return samples.groupBy("run", "t_us").agg(F.mean("queue_len").alias("queue")).groupBy("run").agg(
+        F.max("queue").alias(name))
+
+
 def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: DataFrame,
             moved: DataFrame, trees: DataFrame) -> DataFrame:
     """One row per run: the figures the papers compare runs by (``by_broker``, ``peaks``,
@@ -553,9 +559,8 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         F.mean(F.when(F.col("role") == "core", F.col("prt_size"))).alias("final_core_prt"),
         F.sum("preserved").alias("final_preserved"),
         F.sum("soft_links").alias("final_soft_links"))
-    core_samples = _with_roles(t["samples"], t).where(F.col("role") == "core")
-    core_queue = core_samples.groupBy("run", "t_us").agg(F.mean("queue_len").alias("queue")).groupBy("run").agg(
-        F.max("queue").alias("peak_core_mean_queue"))
+    core_queue = _peak_mean_queue(_with_roles(t["samples"], t).where(F.col("role") == "core"), "peak_core_mean_queue")
+    mean_queue = _peak_mean_queue(t["samples"], "peak_mean_queue")
     overall = by_role.where(F.col("role") == "all").select(
         "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward", "pure_forward_fraction",
         (1 - F.col("pure_forward_fraction")).alias("yield"))
@@ -564,7 +569,7 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
                        "run string, path string, brokers int, sim_end_s double, measured_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
-    for part in (counts, publications, d, probe_delays(t), peaks, core_queue, final, overall, moved, trees,
+    for part in (counts, publications, d, probe_delays(t), peaks, mean_queue, core_queue, final, overall, moved, trees,
                  covering_sets(t), t["delivered"]):
         frame = frame.join(part, "run", "left")
     frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",

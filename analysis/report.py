@@ -24,6 +24,7 @@ SUMMARY_COLUMNS = [
     ("probe_p90_s", "probe p90 (s)", "{:.3g}"),
     ("peak_queue", "peak queue", "{:,}"),
     ("peak_broker", "at broker", "{}"),
+    ("peak_mean_queue", "peak mean queue", "{:,.0f}"),
     ("peak_core_mean_queue", "peak core mean queue", "{:,.0f}"),
     ("t_peak_s", "at (s)", "{:.0f}"),
     ("drain_s", "drain (s)", "{:.0f}"),

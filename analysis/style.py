@@ -244,6 +244,8 @@ MEASURES = {
     "mean_hops": Measure("mean hops", "broker-to-broker links per delivery, mean"),
     "deliveries": Measure("deliveries", "publications delivered to subscribers", integer=True),
     "peak_queue": Measure("peak input queue (messages)", "the longest input queue any broker had", integer=True),
+    "peak_mean_queue": Measure("peak mean input queue (messages)", "the largest mean of all brokers' sampled "
+                               "input queues", integer=True),
     "peak_core_mean_queue": Measure("peak mean core input queue (messages)", "the largest mean of the core "
                                     "brokers' sampled input queues", integer=True),
     "final_mean_prt": Measure("routing-table size at the end (subscriptions)", "subscriptions a broker stores "

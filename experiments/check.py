@@ -111,7 +111,7 @@ def check(run_dir: RunDir, injections: list | None = None) -> dict:
     count, counts by publication time and the first examples); ``injections``: the run's
     workload, where the caller still holds it."""
     data = load_run(run_dir, injections)
-    return compare(data, read_table(run_dir, "deliveries", ["pub_id", "sub_id", "t_deliver_us"]))
+    return compare(data, read_table(run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"]))
 
 
 def compare(data: RunData, deliveries: pa.Table) -> dict:
@@ -159,7 +159,26 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
                                                                        extra_p[extra_reason == f"excused: {name}"]])],
                                                 result["bucket_s"]) for name in EXCUSES if excused[name]}
     result["exact"] = not (result["missing"]["count"] or result["extra"]["count"] or result["duplicate"]["count"])
+    in_flight = miss_excuse == "in flight at the end"
+    result["delay"] = _delay(deliveries.filter(pa.array(known)), np.isin(pub[known] * width + sub[known], wanted),
+                             end_us - pub_t[miss_p[in_flight]])
     return result
+
+
+def _delay(deliveries: pa.Table, wanted: np.ndarray, waited_us: np.ndarray) -> dict:
+    """The mean delay of the pairs the oracle expects and the run delivered (every copy, as the
+    analysis counts them), and the same mean with each pair still in flight at the end counted
+    as delivered at the end (``waited_us``: how long each had waited by then). A run that ends
+    with a backlog leaves its slowest pairs out of the first, which then falls the more it
+    leaves queued; the second is a lower bound on the mean over every pair the run owed."""
+    taken = pa.array(wanted)
+    waited = (pc.subtract(deliveries["t_deliver_us"].filter(taken), deliveries["t_pub_us"].filter(taken))
+              .to_numpy(zero_copy_only=False))
+    delivered_us, in_flight_us = float(waited.sum()), float(waited_us.sum())
+    counted = len(waited) + len(waited_us)
+    return {"delivered_mean_s": delivered_us / len(waited) / 1e6 if len(waited) else None,
+            "in_flight_at_end": int(len(waited_us)),
+            "mean_counting_in_flight_s": (delivered_us + in_flight_us) / counted / 1e6 if counted else None}
 
 
 def positions(values, value_set: pa.Array) -> np.ndarray:

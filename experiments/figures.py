@@ -72,6 +72,7 @@ KEYS = ("title", "paper", "paper_figure", "runs", "small", "small_runs", "small_
 RUN_KEYS = ("scenario", "set", "small", "series", "look")
 SETUP_KEYS = ("paper", "ours", "small", "why")
 WINDOW_REPORT = "report-window"  # the report of a figure's runs over its window
+BACKLOG_SHARE = 0.01  # a run that ends with more of its owed pairs in flight has its backlog named on the page
 SILENT = ("n.s.", "not stated", "ambiguous")  # how a setup entry says the paper is silent or unclear
 PANEL_KEYS = ("title", "table", "y", "kind", "x", "where", "reduce", "scale", "variants", "relative_to", "order",
               "measured", "whiskers", "paper_panel")
@@ -589,7 +590,8 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
         summaries = [(f"Summary over {window.phrase}",
                       _summary_rows(figure, out / WINDOW_REPORT, instances, window)), ("Summary over whole runs", rows)]
     page = out / "figure.md"
-    lines = _page_lines(figure, summaries, drawn, report, small, _seeds_line(instances), _checks_line(checks))
+    lines = _page_lines(figure, summaries, drawn, report, small, _seeds_line(instances), _checks_line(checks),
+                        _backlog_line(checks))
     if unshaded := figure.unshaded(manifests):
         image = next(i for i, line in enumerate(lines) if line.startswith("!["))
         lines[image:image] = [f"Not shaded on the time panels: {', '.join(unshaded)} (no run's manifest records those "
@@ -627,6 +629,28 @@ def _checks_line(checks: dict[str, dict] | None) -> str | None:
     named = ", ".join(f"{n:,} {name}" for name, n in excused.items() if n)
     return (f"Deliveries checked: exact (`pubsub-emu check`: {pairs:,} pairs the oracle expects over "
             f"{len(checks)} runs{'; excused: ' + named if named else ''}).")
+
+
+def _backlog_line(checks: dict[str, dict] | None) -> str | None:
+    """What the page says of runs that ended with more than ``BACKLOG_SHARE`` of their pairs
+    still in flight: their delays count delivered pairs only."""
+    ended = {d: r for d, r in (checks or {}).items()
+             if r["expected_pairs"] and r["excused"]["in flight at the end"] > BACKLOG_SHARE * r["expected_pairs"]}
+    if not ended:
+        return None
+    parts = []
+    for directory, result in ended.items():
+        part = f"{directory} {result['excused']['in flight at the end'] / result['expected_pairs']:.0%}"
+        bound = (result.get("delay") or {}).get("mean_counting_in_flight_s")
+        parts.append(part + (f" (at least {_seconds_text(bound)})" if bound is not None else ""))
+    return ("**Runs that ended with a backlog**: delays count delivered pairs only, so a run that ends with pairs "
+            "still queued leaves its slowest out, and its mean delay falls the more it leaves queued. The share of "
+            "the pairs owed that were still in flight at the end (and the mean delay with each of them counted as "
+            f"delivered at the end, a lower bound on the mean over every pair owed): {'; '.join(parts)}.")
+
+
+def _seconds_text(seconds: float) -> str:
+    return f"{seconds:,.0f} s" if seconds >= 10 else f"{seconds:.3g} s"
 
 
 def _seconds(window: Window, rows: list[dict]) -> tuple[float, float]:
@@ -688,7 +712,8 @@ def _headline(figure: Figure, rows: list[dict], small: bool) -> str:
 
 
 def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: list[Drawn], report: Path,
-                small: bool, seeds: str | None = None, checks: str | None = None) -> list[str]:
+                small: bool, seeds: str | None = None, checks: str | None = None, backlog: str | None = None
+                ) -> list[str]:
     """The page: source and setup line, panels, the summary tables (heading, rows; the last
     over whole runs), setup table, the generic report's plots."""
     rows = summaries[-1][1]
@@ -705,7 +730,7 @@ def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: 
     if figure.changed:
         lines += ["", f"**Changed from the figure's setup** for every run (`figure --set`): {_changed(figure)}."]
     lines += ["", f"Runs: {', '.join(figure.runs)}; {_size(rows)}.", ""]
-    lines += [line for extra in (seeds, checks) if extra for line in (extra, "")]
+    lines += [line for extra in (seeds, checks, backlog) if extra for line in (extra, "")]
     if any(d.note is None for d in drawn):
         lines += [f"![{figure.title}](figure.png)", ""]
     for d in drawn:

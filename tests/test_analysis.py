@@ -139,13 +139,14 @@ def test_summary_matches_the_run_tables(analysed):
         assert row.final_mean_prt == pytest.approx(at_end.prt_size.mean())
         core = at_end[at_end.role == "core"].prt_size
         assert row.final_core_prt == pytest.approx(core.mean()) if len(core) else pd.isna(row.final_core_prt)
+        assert row.peak_mean_queue == pytest.approx(s.groupby("t_us").queue_len.mean().max())
         core_queues = s[s.role == "core"].groupby("t_us").queue_len.mean()
         assert row.peak_core_mean_queue == pytest.approx(core_queues.max()) if len(core_queues) \
             else pd.isna(row.peak_core_mean_queue)
     burst = summary.loc["unsub_burst_small_active"]
     assert burst.final_core_prt > burst.final_mean_prt
     assert burst.triggered_subs > 0
-    assert 0 < burst.peak_core_mean_queue < burst.peak_queue  # one core broker queues longest
+    assert 0 < burst.peak_mean_queue < burst.peak_core_mean_queue < burst.peak_queue  # one core broker queues longest
     csv = pd.read_csv(out / "summary.csv")
     assert sorted(csv.run) == sorted(runs)
 

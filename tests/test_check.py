@@ -147,6 +147,28 @@ def test_a_mailbox_drop_is_missing_with_its_cause_and_a_cut_run_excuses_only_wha
         "in flight at the end"]
 
 
+def test_the_mean_delay_counting_pairs_in_flight_at_the_end_is_computed_from_the_oracle_pairs_left_out(
+        write_scenario, tmp_path, capsys):
+    """A run cut at 5 s leaves pairs in flight: the delay section's first mean is that of the
+    delivered pairs, the second counts each pair left out as delivered at 5 s. Both are
+    recomputed here from the trace's filters, not from the check's own sets."""
+    cut = run(write_scenario, tmp_path, "cut", records=trace(move=False), duration="5s")
+    status, result = checked(capsys, cut)
+    (report,) = result["runs"]
+    rows = read_table(cut, "deliveries").to_pylist()
+    filters = {"S1": lambda x: x > 10, "S2": lambda x: x > 0, "S3": lambda x: x < 50}
+    wanted = {(r["id"], s): round(r["t"] * 1e6) for r in trace(move=False) if r["op"] == "publish" and r["t"] < 5
+              for s, matching in filters.items() if matching(int(r["content"][3:-1]))}
+    delivered = {(r["pub_id"], r["sub_id"]) for r in rows}
+    left = [5_000_000 - t for pair, t in wanted.items() if pair not in delivered]
+    waited = [r["t_deliver_us"] - r["t_pub_us"] for r in rows]
+    delay = report["delay"]
+    assert status == 0 and delivered <= set(wanted) and len(left) == report["excused"]["in flight at the end"] > 0
+    assert delay["in_flight_at_end"] == len(left)
+    assert abs(delay["delivered_mean_s"] - sum(waited) / len(waited) / 1e6) < 1e-9
+    assert abs(delay["mean_counting_in_flight_s"] - (sum(waited) + sum(left)) / (len(waited) + len(left)) / 1e6) < 1e-9
+
+
 def test_what_is_not_a_complete_run_exits_2_naming_it(tmp_path, capsys, write_scenario):
     (tmp_path / "empty").mkdir()
     for path in (tmp_path / "nothing", tmp_path / "empty"):

@@ -13,6 +13,7 @@ import pytest
 
 from actors.results import read_table
 from experiments import figures
+from experiments.check import EXCUSES
 from experiments.cli import main
 from analysis.job import PLOTS_OVER_TIME
 from analysis.window import label_in
@@ -205,6 +206,21 @@ def test_a_phase_of_injected_messages_spans_them_over_the_runs_manifests():
     older = ({"name": "made before manifests recorded injections"},)
     assert figure.phases_at(small=True, manifests=older) == [("probes", 112.5, 124.5)]
     assert figure.unshaded(older) == ["unsub."]
+
+
+def test_a_page_names_the_runs_that_ended_with_a_backlog_and_their_delay_counting_it():
+    def checked(expected, in_flight, delay=None):
+        excused = dict.fromkeys(EXCUSES, 0) | {"in flight at the end": in_flight}
+        return {"expected_pairs": expected, "excused": excused, **({"delay": delay} if delay else {})}
+
+    line = figures._backlog_line({
+        "t700_active": checked(2_000, 610, {"delivered_mean_s": 1029.0, "in_flight_at_end": 610,
+                                            "mean_counting_in_flight_s": 2345.6}),
+        "t700_incremental": checked(2_000, 20),  # 1%: not a backlog
+        "older": checked(1_000, 500)})  # checked before checks gave delays
+    assert "t700_active 30% (at least 2,346 s)" in line and "older 50%." in line and "incremental" not in line
+    assert figures._backlog_line({"t700_incremental": checked(2_000, 20)}) is None
+    assert figures._backlog_line(None) is None
 
 
 @pytest.fixture(scope="module")
