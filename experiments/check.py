@@ -478,6 +478,11 @@ def summary_line(result: dict) -> str:
 
 def format_report(result: dict) -> str:
     lines = [f"{result['run']}: {summary_line(result)}"]
+    delay = result.get("delay") or {}
+    if delay.get("in_flight_at_end") and delay.get("delivered_mean_s") is not None:
+        lines.append(f"  mean delay {delay['delivered_mean_s']:.4g} s over the pairs delivered; counting the "
+                     f"{delay['in_flight_at_end']:,} in flight at the end as delivered then, at least "
+                     f"{delay['mean_counting_in_flight_s']:.4g} s")
     for kind in ("missing", "extra", "duplicate"):
         section = result[kind]
         if not section["count"]:

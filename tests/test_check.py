@@ -165,6 +165,8 @@ def test_the_mean_delay_counting_pairs_in_flight_at_the_end_is_computed_from_the
     delay = report["delay"]
     assert status == 0 and delivered <= set(wanted) and len(left) == report["excused"]["in flight at the end"] > 0
     assert delay["in_flight_at_end"] == len(left)
+    assert main(["check", str(cut)]) == 0
+    assert f"counting the {len(left):,} in flight at the end as delivered then, at least" in capsys.readouterr().out
     assert abs(delay["delivered_mean_s"] - sum(waited) / len(waited) / 1e6) < 1e-9
     assert abs(delay["mean_counting_in_flight_s"] - (sum(waited) + sum(left)) / (len(waited) + len(left)) / 1e6) < 1e-9
 
