@@ -257,7 +257,7 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
         start("multitree_steps", metrics.multitree_steps(tables))
         per_broker = metrics.forwarding(tables).cache()
         start("forwarding", per_broker)
-        by_role = metrics.forwarding_by_role(per_broker).cache()
+        by_role = metrics.forwarding_by_role(per_broker, tables).cache()
         start("forwarding_by_role", by_role)
         pubs = metrics.completeness(tables, runs).cache()
         start("faults", metrics.faults(tables, pubs, runs))

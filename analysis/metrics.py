@@ -478,11 +478,15 @@ def forwarding(t: dict) -> DataFrame:
     return _with_roles(per_broker, t).fillna(0, ["false_positives"])
 
 
-def forwarding_by_role(per_broker: DataFrame) -> DataFrame:
-    """``forwarding`` summed per role (``all``: every broker), with the fractions."""
+def forwarding_by_role(per_broker: DataFrame, t: dict) -> DataFrame:
+    """``forwarding`` summed per role (``all``: every broker), with the fractions and the
+    copies per broker of the role (brokers that processed none count as 0)."""
     sums = [F.sum(c).alias(c) for c in ("pub_copies", "pure_forward", "received_over_links", "false_positives")]
     both = _per_role_and_all(per_broker, ["run"], sums)
-    return (both.withColumn("pure_forward_fraction", _ratio("pure_forward", "pub_copies"))
+    brokers = _per_role_and_all(t["brokers"].select("run", "role"), ["run"], [F.count(F.lit(1)).alias("brokers")])
+    return (both.join(brokers, ["run", "role"], "left")
+            .withColumn("pub_copies_per_broker", _ratio("pub_copies", "brokers")).drop("brokers")
+            .withColumn("pure_forward_fraction", _ratio("pure_forward", "pub_copies"))
             .withColumn("false_positive_fraction", _ratio("false_positives", "received_over_links")))
 
 

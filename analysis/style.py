@@ -185,6 +185,8 @@ MEASURES = {
                                "delivered there"),
     "pub_copies": Measure("publication messages", "publication copies sent between brokers, over the brokers of "
                           "each tier", integer=True),
+    "pub_copies_per_broker": Measure("publication messages per broker", "publication copies sent between brokers, "
+                                     "mean over the brokers of each tier"),
     "publications_per_s": Measure("publications per second", "publications entering the overlay from their "
                                   "publishers per second: the offered load"),
     "pub_copies_per_s": Measure("publication messages per second", "publication copies sent between brokers "

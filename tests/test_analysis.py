@@ -297,6 +297,13 @@ def test_forwarding_false_positives_and_pure_forwarders(analysed):
         useful = copies.merge(d[["pub_id", "broker"]].drop_duplicates(), left_on=["msg_id", "broker"],
                               right_on=["pub_id", "broker"])
         assert by_role.loc[(label, "all")].pure_forward == len(copies) - len(useful)
+        brokers = _table(path, "brokers")
+        assert by_role.loc[(label, "all")].pub_copies_per_broker == pytest.approx(
+            by_role.loc[(label, "all")].pub_copies / len(brokers))
+        for role, n in brokers.role.fillna("none").value_counts().items():  # idle brokers count as 0
+            if (label, role) in by_role.index:
+                assert by_role.loc[(label, role)].pub_copies_per_broker == pytest.approx(
+                    by_role.loc[(label, role)].pub_copies / n)
 
 
 @pytest.mark.slow
