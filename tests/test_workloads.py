@@ -442,6 +442,19 @@ def test_workflow_processes_run_their_activities_on_their_engines():
         workflow(sorted(graph), graph, monitored=1.5)
 
 
+def test_the_workflows_audits_stay_where_they_are_when_the_processes_change():
+    """The auditors draw from a stream of their own, so that a variant of the processes (their
+    triggering here) is measured against the same audits."""
+    graph = topologies.regions(regions=4, inner_per_region=3, edges_per_inner=2)
+
+    def audits(seed=3, **changes):
+        records = workflow(sorted(graph), graph, seed=seed, duration=1200.0, small=8, medium=8, large=4, **changes)
+        return [r for r in records if r["client"].startswith("auditor")]
+
+    assert audits() == audits(trigger_min=20.0, trigger_max=60.0) == audits(subscriptions="per_activity")
+    assert audits() != audits(trigger_min=20.0, trigger_max=60.0, seed=4)
+
+
 def test_the_papers_workflow_keeps_one_subscription_per_activity_and_its_auditors_cover_them_all():
     """``subscriptions: per_activity``: every activity's engine subscribes once, at deployment,
     to the trigger that starts it and never leaves; an instance's triggers run from activity 0

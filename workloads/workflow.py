@@ -80,7 +80,8 @@ def workflow(
                                                 (small_activities, medium_activities, large_activities)):
         records += process_records(rng, p, steps, domains[domain][0], rng.random() < monitored, brokers,
                                    (trigger_min, trigger_max), (activity_min, activity_max), duration)
-    records += _auditors(rng, domains, auditors, audit_interval, audit_length, duration)
+    # a generator of its own: the audits stay where they are when the processes change
+    records += _auditors(rng_for(seed, "workflow/auditors"), domains, auditors, audit_interval, audit_length, duration)
     records.sort(key=lambda r: r["t"])  # stable: ties keep generation order
     return records
 
