@@ -539,6 +539,14 @@ def core_order(t: dict) -> dict[str, list[str]]:
     return order
 
 
+def _delay_counting_backlog(run) -> float | None:
+    """The mean delay with the pairs still in flight at the end counted as delivered then, from
+    the run's check (whole runs only: the check knows nothing of windows)."""
+    if run.checked is None or run.measured_us != (0, run.sim_end_us):
+        return None
+    return (run.checked.get("delay") or {}).get("mean_counting_in_flight_s")
+
+
 def _peak_mean_queue(samples: DataFrame, name: str) -> DataFrame:
     """Per run, the largest mean of the ``samples``' input queues at one sample time."""
     return samples.groupBy("run", "t_us").agg(F.mean("queue_len").alias("queue")).groupBy("run").agg(
@@ -569,8 +577,9 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         "run", "pub_copies", "false_positives", "false_positive_fraction", "pure_forward", "pure_forward_fraction",
         (1 - F.col("pure_forward_fraction")).alias("yield"))
     info = local_frame(spark, [(r.label, str(r.path), int(r.manifest.get("brokers") or 0), r.sim_end_us / US,
-                                (r.measured_us[1] - r.measured_us[0]) / US) for r in runs],
-                       "run string, path string, brokers int, sim_end_s double, measured_s double")
+                                (r.measured_us[1] - r.measured_us[0]) / US, _delay_counting_backlog(r)) for r in runs],
+                       "run string, path string, brokers int, sim_end_s double, measured_s double, "
+                       "mean_counting_in_flight_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
     for part in (counts, publications, d, probe_delays(t), peaks, mean_queue, core_queue, final, overall, moved, trees,

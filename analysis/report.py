@@ -19,6 +19,7 @@ SUMMARY_COLUMNS = [
     ("mean_s", "mean delay (s)", "{:.3g}"),
     ("p90_s", "p90 delay (s)", "{:.3g}"),
     ("max_s", "max delay (s)", "{:.3g}"),
+    ("mean_counting_in_flight_s", "mean delay counting the backlog (s)", "{:.3g}"),
     ("probe_mean_s", "probe delay (s)", "{:.3g}"),
     ("probe_p10_s", "probe p10 (s)", "{:.3g}"),
     ("probe_p90_s", "probe p90 (s)", "{:.3g}"),

@@ -51,6 +51,7 @@ class Run:
     path: RunDir  # a local directory or a URI
     manifest: dict
     window: Window = WHOLE_RUN
+    checked: dict | None = None  # the run's ``pubsub-emu check`` result, where ``figure`` kept one (CHECK_FILE)
 
     @property
     def sim_end_us(self) -> int:
@@ -62,6 +63,9 @@ class Run:
         return self.window.of(self.sim_end_us)
 
 
+CHECK_FILE = "check.json"  # ``figure`` keeps each run's check here, for the summary's oracle columns
+
+
 def check_runs(paths: list[str | Path], window: Window = WHOLE_RUN) -> list[Run]:
     """The complete runs at ``paths`` (directories or URIs), labelled by scenario name (plus
     directory when names repeat), each measured over ``window``."""
@@ -71,7 +75,7 @@ def check_runs(paths: list[str | Path], window: Window = WHOLE_RUN) -> list[Run]
     runs = []
     for run_dir, manifest, name in zip(run_dirs, manifests, names):
         label = name if names.count(name) == 1 else f"{name} ({run_dir.name})"
-        runs.append(Run(label, run_dir, manifest, window))
+        runs.append(Run(label, run_dir, manifest, window, _checked(run_dir)))
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
         raise RunError(f"the same run directory is given twice: {', '.join(map(str, paths))}")
@@ -109,6 +113,17 @@ def _run_dir(path) -> RunDir:
         return RunDir(path)
     except ValueError as exc:
         raise RunError(str(exc)) from None
+
+
+def _checked(path: RunDir) -> dict | None:
+    """The run's check result kept beside its tables, or None (never checked, or unreadable)."""
+    if not path.is_file(CHECK_FILE):
+        return None
+    try:
+        found = path.read_json(CHECK_FILE)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _manifest(path: RunDir) -> dict:

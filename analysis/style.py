@@ -245,6 +245,9 @@ MEASURES = {
     "sample": Measure("sampling factor", "share of the documents the plan is computed from"),
     "mean_hops": Measure("mean hops", "broker-to-broker links per delivery, mean"),
     "deliveries": Measure("deliveries", "publications delivered to subscribers", integer=True),
+    "mean_counting_in_flight_s": Measure("mean delay counting the backlog (s)", "publication to delivery, mean "
+                                         "over the pairs the oracle expects, each still in flight at the end "
+                                         "counted as delivered then (pubsub-emu check): a lower bound"),
     "peak_queue": Measure("peak input queue (messages)", "the longest input queue any broker had", integer=True),
     "peak_mean_queue": Measure("peak mean input queue (messages)", "the largest mean of all brokers' sampled "
                                "input queues", integer=True),

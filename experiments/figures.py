@@ -58,6 +58,7 @@ import yaml
 
 from analysis.job import PLOTS_OVER_TIME, Requested
 from analysis.panels import Drawn, Panel, Sweep, Windowed, check as check_panel
+from analysis.runs import CHECK_FILE
 from analysis.spread import DESCRIBED, interval, seeded_name
 from analysis.window import Window, from_mapping, label_in
 from experiments import paper_values
@@ -508,6 +509,7 @@ def check_deliveries(out: Path, instances: list[Instance], report=print) -> dict
         run_dir = out / "runs" / instance.directory
         result = checked_point(run_dir) or check_run(RunDir(run_dir))
         results[instance.directory] = {**result, "run": str(run_dir)}
+        (run_dir / CHECK_FILE).write_text(json.dumps(result, indent=1))
         report(f"check {instance.directory}: {summary_line(result)}")
     (out / "checks.json").write_text(json.dumps(results, indent=1))
     return results
