@@ -159,9 +159,10 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
                                                                        extra_p[extra_reason == f"excused: {name}"]])],
                                                 result["bucket_s"]) for name in EXCUSES if excused[name]}
     result["exact"] = not (result["missing"]["count"] or result["extra"]["count"] or result["duplicate"]["count"])
-    in_flight = miss_excuse == "in flight at the end"
+    # still queued at the end whatever excuse came first (a change in flight may name it before the end does)
+    still = (timing.pub_end[miss_p] >= timing.forever) & ~timing.pub_dropped[miss_p]
     result["delay"] = _delay(deliveries.filter(pa.array(known)), np.isin(pub[known] * width + sub[known], wanted),
-                             end_us - pub_t[miss_p[in_flight]])
+                             end_us - pub_t[miss_p[still]])
     return result
 
 

@@ -509,7 +509,8 @@ def check_deliveries(out: Path, instances: list[Instance], report=print) -> dict
         run_dir = out / "runs" / instance.directory
         result = checked_point(run_dir) or check_run(RunDir(run_dir))
         results[instance.directory] = {**result, "run": str(run_dir)}
-        (run_dir / CHECK_FILE).write_text(json.dumps(result, indent=1))
+        (run_dir / CHECK_FILE).unlink(missing_ok=True)  # a copy's is a hard link to its source's: not through it
+        (run_dir / CHECK_FILE).write_text(json.dumps(results[instance.directory], indent=1))
         report(f"check {instance.directory}: {summary_line(result)}")
     (out / "checks.json").write_text(json.dumps(results, indent=1))
     return results
@@ -637,18 +638,24 @@ def _backlog_line(checks: dict[str, dict] | None) -> str | None:
     """What the page says of runs that ended with more than ``BACKLOG_SHARE`` of their pairs
     still in flight: their delays count delivered pairs only."""
     ended = {d: r for d, r in (checks or {}).items()
-             if r["expected_pairs"] and r["excused"]["in flight at the end"] > BACKLOG_SHARE * r["expected_pairs"]}
+             if r["expected_pairs"] and _in_flight_at_end(r) > BACKLOG_SHARE * r["expected_pairs"]}
     if not ended:
         return None
     parts = []
     for directory, result in ended.items():
-        part = f"{directory} {result['excused']['in flight at the end'] / result['expected_pairs']:.0%}"
+        part = f"{directory} {_in_flight_at_end(result) / result['expected_pairs']:.0%}"
         bound = (result.get("delay") or {}).get("mean_counting_in_flight_s")
         parts.append(part + (f" (at least {_seconds_text(bound)})" if bound is not None else ""))
     return ("**Runs that ended with a backlog**: delays count delivered pairs only, so a run that ends with pairs "
             "still queued leaves its slowest out, and its mean delay falls the more it leaves queued. The share of "
             "the pairs owed that were still in flight at the end (and the mean delay with each of them counted as "
             f"delivered at the end, a lower bound on the mean over every pair owed): {'; '.join(parts)}.")
+
+
+def _in_flight_at_end(result: dict) -> int:
+    """The pairs a check found still queued at the end (checks made before ``delay``: those it
+    excused as in flight, which leaves out any another excuse named first)."""
+    return (result.get("delay") or {}).get("in_flight_at_end", result["excused"]["in flight at the end"])
 
 
 def _seconds_text(seconds: float) -> str:
