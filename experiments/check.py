@@ -125,7 +125,8 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
     pub, sub = positions(deliveries["pub_id"], pub_ids), positions(deliveries["sub_id"], sub_ids)
     known = (pub >= 0) & (sub >= 0)
     width = max(n_subs, 1)
-    delivered, counts = np.unique(pub[known] * width + sub[known], return_counts=True)
+    codes = pub[known] * width + sub[known]  # each delivered row's pair
+    delivered, counts = np.unique(codes, return_counts=True)
     wanted = expected.pub * width + expected.sub
     missing = np.setdiff1d(wanted, delivered, assume_unique=True)
     extra = np.setdiff1d(delivered, wanted, assume_unique=True)
@@ -161,7 +162,7 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
     result["exact"] = not (result["missing"]["count"] or result["extra"]["count"] or result["duplicate"]["count"])
     # still queued at the end whatever excuse came first (a change in flight may name it before the end does)
     still = (timing.pub_end[miss_p] >= timing.forever) & ~timing.pub_dropped[miss_p]
-    result["delay"] = _delay(deliveries.filter(pa.array(known)), np.isin(pub[known] * width + sub[known], wanted),
+    result["delay"] = _delay(deliveries.filter(pa.array(known)), np.isin(codes, wanted),
                              end_us - pub_t[miss_p[still]])
     return result
 
