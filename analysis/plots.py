@@ -259,8 +259,9 @@ def queues_overall(rows, labels, path: Path, span=None):
     fig, axes = _time_panels(rows, labels, ["mean_queue", "max_queue"], (1, 2), (12, 4.5), span, sharey=True)
     if fig is None:
         return None
-    axes[0].set(title="Mean input queue over all brokers", ylabel="queue (msgs)")
-    axes[1].set(title="Largest input queue of any broker")
+    # sampled: a burst shorter than the sampling interval shows only in the queues arrivals found
+    axes[0].set(title="Mean input queue over all brokers, at each sample", ylabel="queue (msgs)")
+    axes[1].set(title="Largest input queue of any broker, at each sample")
     for ax in axes:
         ax.set(xlabel="simulated time (s)")
         _queue_axis(ax)
