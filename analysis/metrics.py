@@ -384,10 +384,24 @@ def throughput(t: dict, width) -> DataFrame:
     publications = counts.where(counts.kind == "pub").groupBy("run", "t_s").agg(
         F.sum(F.when(counts.from_client, F.col("arrived")).otherwise(0)).alias("publications"),
         F.sum(F.when(~counts.from_client, F.col("arrived")).otherwise(0)).alias("pub_copies"))
-    both = deliveries.join(publications, ["run", "t_s"], "full").fillna(0, ["deliveries", "pub_copies", "publications"])
-    return (both.withColumn("deliveries_per_s", F.col("deliveries") / seconds)
+    owed = t["expected"].groupBy("run", _bucket("t_pub_us", width)).agg(F.sum("subscribers").alias("owed"))
+    both = (deliveries.join(publications, ["run", "t_s"], "full").join(owed, ["run", "t_s"], "full")
+            .fillna(0, ["deliveries", "pub_copies", "publications"]))
+    return (_with_backlog(both, t["expected"])
+            .withColumn("deliveries_per_s", F.col("deliveries") / seconds)
             .withColumn("pub_copies_per_s", F.col("pub_copies") / seconds)
-            .withColumn("publications_per_s", F.col("publications") / seconds).drop("publications"))
+            .withColumn("publications_per_s", F.col("publications") / seconds)
+            .withColumn("owed_per_s", F.col("owed") / seconds).drop("publications", "owed"))
+
+
+def _with_backlog(buckets: DataFrame, expected: DataFrame) -> DataFrame:
+    """``buckets`` with ``backlog``: the pairs owed by the publications made up to each bucket's
+    end and not delivered by then, for runs with an ``expected`` table (null for the others)."""
+    so_far = Window.partitionBy("run").orderBy("t_s").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    owing = expected.select("run").distinct().withColumn("owes", F.lit(True))
+    backlog = F.sum(F.coalesce("owed", F.lit(0))).over(so_far) - F.sum("deliveries").over(so_far)
+    return (buckets.join(F.broadcast(owing), "run", "left")
+            .withColumn("backlog", F.when(F.col("owes"), backlog)).drop("owes"))
 
 
 def load_over_time(t: dict, width) -> DataFrame:
@@ -582,14 +596,18 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
                        "mean_counting_in_flight_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
+    offered = t["expected"].groupBy("run").agg(F.sum("subscribers").alias("offered"))
     for part in (counts, publications, d, probe_delays(t), peaks, mean_queue, core_queue, final, overall, moved, trees,
-                 covering_sets(t), t["delivered"]):
+                 covering_sets(t), t["delivered"], offered):
         frame = frame.join(part, "run", "left")
     frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",
                              "dropped"])
     return (frame.withColumn("deliveries_per_s", _ratio("deliveries", "measured_s"))
             .withColumn("delivered_per_s", _ratio("delivered", "measured_s"))
-            .withColumn("pub_copies_per_s", _ratio("pub_copies", "measured_s")).drop("measured_s", "delivered"))
+            .withColumn("offered_per_s", _ratio("offered", "measured_s"))
+            .withColumn("delivered_share", _ratio("delivered", "offered"))
+            .withColumn("pub_copies_per_s", _ratio("pub_copies", "measured_s"))
+            .drop("measured_s", "delivered", "offered"))
 
 
 def probe_delays(t: dict) -> DataFrame:

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from actors.results import read_table
+from actors.results import read_table, write_table
 from actors.storage import RunDir
 from protocols.errors import InputError
 from protocols.index import FilterIndex
@@ -106,12 +106,28 @@ def load_run(run_dir: RunDir, injections: list | None = None) -> RunData:
     return RunData(run_dir, manifest, expected_pairs(issued, conformance), injections, not_published)
 
 
-def check(run_dir: RunDir, injections: list | None = None) -> dict:
+def check(run_dir: RunDir, injections: list | None = None, keep_expected: bool = False) -> dict:
     """The check of one run as a JSON-able mapping (``exact``, and per kind of difference its
     count, counts by publication time and the first examples); ``injections``: the run's
-    workload, where the caller still holds it."""
+    workload, where the caller still holds it. ``keep_expected``: also give the run its
+    ``expected`` table where it has none (``write_expected``)."""
     data = load_run(run_dir, injections)
+    if keep_expected:
+        write_expected(data)
     return compare(data, read_table(run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"]))
+
+
+def write_expected(data: RunData) -> None:
+    """The run's ``expected`` table, the pairs the oracle says each publication owes, where the
+    run has none (a run with faults writes its own): the analysis measures what a run offered
+    its brokers from it (the share delivered, the backlog over time)."""
+    if data.run_dir.exists("expected"):
+        return
+    expected = data.expected
+    owed = np.bincount(expected.pub, minlength=len(expected.publications))
+    write_table(data.run_dir, "expected/part-0.parquet", "expected", {
+        "pub_id": [i.message.id for i in expected.publications], "t_pub_us": [i.t_us for i in expected.publications],
+        "subscribers": owed.tolist()})
 
 
 def compare(data: RunData, deliveries: pa.Table) -> dict:

@@ -499,15 +499,20 @@ def run_figures(figures: list[tuple[Figure, Path]], small: bool, analyse, max_pa
 def check_deliveries(out: Path, instances: list[Instance], report=print) -> dict[str, dict]:
     """``pubsub-emu check`` of each run of a figure, by run directory; kept in ``OUT/checks.json``.
     A run's own task checked it where it ran it (the sweep record holds the result), and a copy
-    of a run has its source's; what neither checked is checked here."""
+    of a run has its source's; what neither checked is checked here. Each run keeps what its
+    publications owe (its ``expected`` table) for the analysis's delivered share and backlog."""
     from actors.storage import RunDir
-    from experiments.check import check as check_run
+    from experiments.check import check as check_run, load_run, write_expected
     from experiments.sweep import checked_point
 
     results = {}
     for instance in instances:
         run_dir = out / "runs" / instance.directory
-        result = checked_point(run_dir) or check_run(RunDir(run_dir))
+        result = checked_point(run_dir)
+        if result is None:
+            result = check_run(RunDir(run_dir), keep_expected=True)
+        elif not RunDir(run_dir).exists("expected"):  # checked before runs kept what they owe
+            write_expected(load_run(RunDir(run_dir)))
         results[instance.directory] = {**result, "run": str(run_dir)}
         (run_dir / CHECK_FILE).unlink(missing_ok=True)  # a copy's is a hard link to its source's: not through it
         (run_dir / CHECK_FILE).write_text(json.dumps(results[instance.directory], indent=1))

@@ -194,7 +194,7 @@ def _run_point(scenario: str, overrides: list[str], run_dir: str, check: bool = 
         wall = time.perf_counter() - started
         if check and status == "complete":
             try:
-                checked = check_run(RunDir(run_dir), spec.injections)
+                checked = check_run(RunDir(run_dir), spec.injections, keep_expected=True)
             except Exception:  # noqa: BLE001 (the run stands; the driver checks it again and reports why)
                 checked = None
     return {"status": status, "wall_s": round(wall, 3), "error": error, "peak_rss_mb": peak.mb,

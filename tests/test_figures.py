@@ -17,7 +17,7 @@ from experiments.check import EXCUSES
 from experiments.cli import main
 from analysis.job import PLOTS_OVER_TIME
 from analysis.window import label_in
-from experiments.build import check_arguments, resolve, workloads_shared
+from experiments.build import check_arguments, rebuild_workload, resolve, workloads_shared
 from protocols.errors import InputError
 from tests.conftest import PROJECT_ROOT
 
@@ -476,7 +476,8 @@ def test_capped_uplinks_send_no_faster_than_the_cap_and_s0_delivers_less(every_f
     manifest = json.loads((root / "runs" / s0 / "manifest.json").read_text())
     start, end = window.of(manifest["sim_end_us"])
     summary = pq.read_table(root / figures.WINDOW_REPORT / "tables" / "summary").to_pandas().set_index("run")
-    delivered, expected = {}, {}
+    throughput = pq.read_table(root / figures.WINDOW_REPORT / "tables" / "throughput").to_pandas().set_index("run")
+    delivered, expected, share = {}, {}, {}
     for label in (s0, s2):
         messages = read_table(root / "runs" / label, "messages").to_pandas()
         copies = messages[messages.sender.notna()].sort_values(["sender", "t_arrive_us"])
@@ -496,6 +497,11 @@ def test_capped_uplinks_send_no_faster_than_the_cap_and_s0_delivers_less(every_f
         assert row.deliveries_per_s == pytest.approx(delivered[label] / ((end - start) / 1e6))
         made = deliveries.t_deliver_us
         assert row.delivered_per_s == pytest.approx(made.between(start, end).sum() / ((end - start) / 1e6))
+        owed = owed_by(root / "runs" / label, start, end)
+        share[label] = row.delivered_share
+        assert share[label] == pytest.approx(made.between(start, end).sum() / owed), label
+        over_time = throughput.loc[label_in(figure.run_name(label), window)].sort_values("t_s")
+        assert over_time.backlog.iloc[-1] == owed - len(deliveries[deliveries.t_pub_us.between(start, end)]), label
         if name == "softlinks_paper_throughput":  # saturated and steady: the rate is the same over either half
             middle = (start + end) // 2
             first, second = (((made >= a) & (made < b)).sum() for a, b in ((start, middle), (middle, end)))
@@ -504,6 +510,7 @@ def test_capped_uplinks_send_no_faster_than_the_cap_and_s0_delivers_less(every_f
     matched = sum(count for _, t, count in expected_subscribers(
         resolve(scenario, figure.overrides(s0, small=True)).injections) if start <= t <= end)
     assert delivered[s0] < 0.8 * matched and delivered[s2] > gain * delivered[s0]
+    assert share[s0] < 0.8 and share[s2] > share[s0]  # S0 falls behind what is offered, S2 less so
 
 
 @pytest.mark.ray
@@ -530,6 +537,25 @@ def test_the_soft_link_measured_interval_is_the_hand_computed_one(every_figure_s
         assert row.mean_hops == pytest.approx(deliveries.hops.mean())
         assert (row.pub_copies, row.pure_forward) == (len(copies), pure)
         assert row.pure_forward_fraction == pytest.approx(pure / len(copies))
+        made = deliveries_made_in(read_table(run, "deliveries").to_pandas(), start, end)
+        owed = owed_by(run, start, end)
+        assert row.offered_per_s == pytest.approx(owed / ((end - start) / 1e6))
+        assert row.delivered_share == pytest.approx(made / owed) and row.delivered_share > 0.98, label  # keeps up
+
+
+def deliveries_made_in(deliveries, start: int, end: int) -> int:
+    return int(deliveries.t_deliver_us.between(start, end).sum())
+
+
+def owed_by(run_dir, start: int, end: int) -> int:
+    """The deliveries the oracle says a run's publications made from ``start`` to ``end`` owe,
+    from its scenario's workload (not from the ``expected`` table the check wrote); one due at
+    the run's end is never made."""
+    from workloads.oracle import expected_subscribers
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    _, injections = rebuild_workload(manifest, str(run_dir / "manifest.json"))
+    return sum(n for _, t, n in expected_subscribers(injections) if start <= t <= end and t < manifest["sim_end_us"])
 
 
 def test_the_list_names_each_figures_paper_setup_and_last_full_size_time(tmp_path, capsys):
