@@ -193,10 +193,12 @@ def table_size_over_time(t: dict) -> DataFrame:
 
 
 def links_over_time(t: dict) -> DataFrame:
-    """Per sample: the soft links all brokers hold and a broker holds on average (null without
-    soft links) and the mean and largest uplink utilisation (null without uplink limits)."""
+    """Per sample: the soft links all brokers hold and a broker holds on average, and the
+    brokers a broker could hold one to with a gain, on average (null without soft links); the
+    mean and largest uplink utilisation (null without uplink limits)."""
     return t["samples"].groupBy("run", (F.col("t_us") / US).alias("t_s")).agg(
         F.sum("soft_links").alias("soft_links"), F.mean("soft_links").alias("mean_soft_links"),
+        F.mean("gainful_peers").alias("mean_gainful_peers"),
         F.mean("uplink_utilisation").alias("mean_uplink"),
         F.max("uplink_utilisation").alias("max_uplink"))
 

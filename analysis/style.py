@@ -173,6 +173,9 @@ MEASURES = {
         "a publication, every broker matching every publication"),
     "mean_soft_links": Measure("soft links per broker", "direct links beyond the primary tree a broker holds, "
                                "mean over brokers", level=True),
+    "mean_gainful_peers": Measure("brokers a broker could link to with a gain", "brokers of its Delta-"
+                                  "neighbourhood, two or more hops away, it sent publications toward over the last "
+                                  "link round's profile window, mean over brokers", level=True),
     "mean_uplink": Measure("uplink utilisation (%)", "share of each sample its uplink was sending, mean over "
                            "brokers", percent=True),
     "max_uplink": Measure("busiest uplink's utilisation (%)", "share of each sample the busiest broker's uplink "

@@ -217,6 +217,9 @@ class SoftLinks:
         self.soft_links: list[str] = list(static["soft"])
         self.candidate_links: list[str] = list(static["candidate"])
         self.blocked_until: dict[str, int] = {}
+        # brokers of the view two or more hops away that the last round found publications sent
+        # toward: the links this broker could gain by (None before a round)
+        self.gainful_peers: int | None = None
         self.uplink_utilisation = 0.0  # the runtime's figure at the last tick
         self.prt.add_column("anchor")
         # publications sent toward each view id, per tenth of the profile window (oldest first)
@@ -242,7 +245,7 @@ class SoftLinks:
         self._held_toward = [nearest_held(node) for node in range(len(view.nodes))]
 
     def protocol_samples(self) -> dict:
-        return {**super().protocol_samples(), "soft_links": len(self.soft_links)}
+        return {**super().protocol_samples(), "soft_links": len(self.soft_links), "gainful_peers": self.gainful_peers}
 
     # ------------------------------------------------------------------ subscriptions and anchors
 
@@ -381,6 +384,7 @@ class SoftLinks:
         while sent and sent[0][0] < first:
             sent.popleft()
         gains = self.link_gains(now)
+        self.gainful_peers = len(gains)
         names = view.nodes
         room = max(self.soft.fanout - len(self.neighbors), 0)
         ranked = sorted(set(self.soft_links) | set(self.candidate_links),

@@ -237,6 +237,10 @@ def test_adaptive_links_open_and_deliveries_stay_exact(write_scenario, tmp_path,
     held = [s["soft_links"] for s in rows["samples"]]
     assert max(held) > 0
     assert all(len(overlay[s["broker"]]) + s["soft_links"] <= 5 for s in rows["samples"])  # fanout 5, every sample
+    first_round = scenario["protocol"]["soft_links"]["round"] * 1e6
+    # a sample is written before the tick that runs the round at its time
+    assert all((s["gainful_peers"] is None) == (s["t_us"] <= first_round) for s in rows["samples"])
+    assert max(s["gainful_peers"] or 0 for s in rows["samples"]) > 0
 
 
 @pytest.mark.ray
@@ -271,9 +275,11 @@ def test_rounds_profile_candidates_then_hold_the_best_gaining_links():
     # five publications went toward B2 (1 hop skipped), B3 and B4 (2 hops), B5 and B6 (3 hops)
     assert gains == {"B2": 5, "B3": 10, "B4": 10, "B5": 15, "B6": 15}
     assert b0.link_gains(60_000_000) == {}  # outside the 20 s profile window
+    assert b0.gainful_peers is None  # no round yet
     pump.now = 30_000_000
     pump.tick("B0")  # the first round: candidates only, the three best gaining (ties by name)
     assert b0.candidate_links == ["B3", "B5", "B6"] and b0.soft_links == []
+    assert b0.gainful_peers == 5  # B2 to B6: every broker two or more hops away was sent toward
     publish(50, 4)
     pump.sent.clear()
     pump.now = 60_000_000
@@ -287,4 +293,5 @@ def test_rounds_profile_candidates_then_hold_the_best_gaining_links():
     pump.now = 90_000_000
     pump.tick("B0")
     assert b0.soft_links == ["B2", "B4", "B6"] and b0.candidate_links == []
+    assert b0.gainful_peers == 3  # the last window's publications went toward B6 alone: B2, B4 and B6 gain
     assert b0.blocked_until == {"B3": 210_000_000, "B5": 210_000_000}
