@@ -71,6 +71,11 @@ KEY_COLUMNS = {
 }
 
 
+def has_table(run_dir, table: str) -> bool:
+    """Whether a run directory holds any complete part file of ``table``."""
+    return bool(as_run_dir(run_dir).names(table, "*.parquet"))
+
+
 def write_table(run_dir, relative: str, table: str, rows: dict[str, list]) -> None:
     """Write one complete part file ``relative`` of a run directory (a path, URI or RunDir)."""
     as_run_dir(run_dir).write_parquet(relative, pa.table(rows, schema=SCHEMAS[table]))

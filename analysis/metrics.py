@@ -389,21 +389,22 @@ def throughput(t: dict, width) -> DataFrame:
     owed = t["expected"].groupBy("run", _bucket("t_pub_us", width)).agg(F.sum("subscribers").alias("owed"))
     both = (deliveries.join(publications, ["run", "t_s"], "full").join(owed, ["run", "t_s"], "full")
             .fillna(0, ["deliveries", "pub_copies", "publications"]))
-    return (_with_backlog(both, t["expected"])
+    return (_with_backlog(both, t["owing"])
             .withColumn("deliveries_per_s", F.col("deliveries") / seconds)
             .withColumn("pub_copies_per_s", F.col("pub_copies") / seconds)
             .withColumn("publications_per_s", F.col("publications") / seconds)
             .withColumn("owed_per_s", F.col("owed") / seconds).drop("publications", "owed"))
 
 
-def _with_backlog(buckets: DataFrame, expected: DataFrame) -> DataFrame:
-    """``buckets`` with ``backlog``: the pairs owed by the publications made up to each bucket's
-    end and not delivered by then, for runs with an ``expected`` table (null for the others)."""
+def _with_backlog(buckets: DataFrame, owing: DataFrame) -> DataFrame:
+    """``buckets`` with ``owed`` (0 where none was) and ``backlog``: the pairs owed by the
+    publications made up to each bucket's end less the deliveries made by then (every delivery
+    row: an exact run has no others), for the ``owing`` runs; null for the others."""
     so_far = Window.partitionBy("run").orderBy("t_s").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    owing = expected.select("run").distinct().withColumn("owes", F.lit(True))
-    backlog = F.sum(F.coalesce("owed", F.lit(0))).over(so_far) - F.sum("deliveries").over(so_far)
-    return (buckets.join(F.broadcast(owing), "run", "left")
-            .withColumn("backlog", F.when(F.col("owes"), backlog)).drop("owes"))
+    owes = owing.select("run").withColumn("owes", F.lit(True))
+    return (buckets.join(F.broadcast(owes), "run", "left")
+            .withColumn("owed", F.when(F.col("owes"), F.coalesce("owed", F.lit(0))))
+            .withColumn("backlog", F.sum("owed").over(so_far) - F.sum("deliveries").over(so_far)).drop("owes"))
 
 
 def load_over_time(t: dict, width) -> DataFrame:
@@ -598,18 +599,19 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
                        "mean_counting_in_flight_s double")
     frame = info
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
-    offered = t["expected"].groupBy("run").agg(F.sum("subscribers").alias("offered"))
+    owed = t["owing"].select("run").join(t["expected"].groupBy("run").agg(F.sum("subscribers").alias("owed")),
+                                         "run", "left").fillna(0, ["owed"])
     for part in (counts, publications, d, probe_delays(t), peaks, mean_queue, core_queue, final, overall, moved, trees,
-                 covering_sets(t), t["delivered"], offered):
+                 covering_sets(t), t["delivered"], owed):
         frame = frame.join(part, "run", "left")
     frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",
                              "dropped"])
     return (frame.withColumn("deliveries_per_s", _ratio("deliveries", "measured_s"))
             .withColumn("delivered_per_s", _ratio("delivered", "measured_s"))
-            .withColumn("offered_per_s", _ratio("offered", "measured_s"))
-            .withColumn("delivered_share", _ratio("delivered", "offered"))
+            .withColumn("owed_per_s", _ratio("owed", "measured_s"))
+            .withColumn("delivered_share", _ratio("delivered", "owed"))
             .withColumn("pub_copies_per_s", _ratio("pub_copies", "measured_s"))
-            .drop("measured_s", "delivered", "offered"))
+            .drop("measured_s", "delivered", "owed"))
 
 
 def probe_delays(t: dict) -> DataFrame:
@@ -644,15 +646,16 @@ def drops(t: dict) -> DataFrame:
 
 
 def completeness(t: dict, runs) -> DataFrame:
-    """Per publication the oracle expects anything of (runs with faults: the runtime writes
-    ``expected`` only for those): its subscribers, those delivered, those missing, and when
-    its last delivery happened."""
+    """Per publication the oracle expects anything of, in runs with faults (a run ``figure``
+    checked keeps an ``expected`` table too): its subscribers, those delivered, those missing,
+    and when its last delivery happened."""
     delivered = t["deliveries"].groupBy("run", "pub_id").agg(
         F.countDistinct("sub_id").alias("delivered"), F.max("t_deliver_us").alias("last_delivery_us"))
     frame = (t["expected"].where(F.col("subscribers") > 0).join(delivered, ["run", "pub_id"], "left")
              .fillna(0, ["delivered"])
              .withColumn("missing", F.greatest(F.col("subscribers") - F.col("delivered"), F.lit(0))))
-    return frame if _scenario_key(runs, "faults") else _nothing(frame)
+    faulted = [run.label for run in runs if _scenario_key([run], "faults")]
+    return frame.where(F.col("run").isin(faulted)) if faulted else _nothing(frame)
 
 
 def completeness_over_time(pubs: DataFrame, width) -> DataFrame:

@@ -15,7 +15,7 @@ SUMMARY_COLUMNS = [
     ("deliveries", "deliveries", "{:,}"),
     ("deliveries_per_s", "deliveries/s", "{:,.0f}"),
     ("delivered_per_s", "delivered in window/s", "{:,.0f}"),
-    ("offered_per_s", "owed in window/s", "{:,.0f}"),
+    ("owed_per_s", "owed in window/s", "{:,.0f}"),
     ("delivered_share", "delivered / owed", "{:.1%}"),
     ("mean_hops", "mean hops", "{:.2f}"),
     ("mean_s", "mean delay (s)", "{:.3g}"),

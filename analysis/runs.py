@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from actors.results import read_table
+from actors.results import has_table, read_table
 from actors.storage import RunDir, is_uri
 from analysis.window import TIME_COLUMNS, WHOLE_RUN, Window
 
@@ -152,12 +152,16 @@ def read_tables(spark, runs: list[Run]) -> dict:
     from pyspark.sql import functions as F
 
     tables = {table: _read_static(spark, runs, table) for table in STATIC_TABLES}
+    tables["owing"] = _owing(spark, runs)
     for table, ddl in TABLES.items():
         if table in STATIC_TABLES:
             continue
         read = _read_runs(spark, runs, table, ddl)
         if table == "deliveries":
             tables["delivered"] = _delivered_in_window(read)
+        if table == "expected":  # a run with faults lists the publications its workload had past its end too
+            read = (read.join(F.broadcast(tables["owing"]), "run")
+                    .where(F.col("t_pub_us") < F.col("sim_end_us")).drop("sim_end_us"))
         frame = _measured(read, table)
         for column, kind in PROTOCOL_COLUMNS.get(table, {}).items():
             if column not in frame.columns:
@@ -236,6 +240,12 @@ def _inside_window(time_column: str):
 
     time = F.col(time_column)
     return F.col(MEASURED_FROM).isNull() | time.between(F.col(MEASURED_FROM), F.col(MEASURED_UNTIL))
+
+
+def _owing(spark, runs: list[Run]):
+    """The runs that hold an ``expected`` table (what their publications owe), with their end."""
+    return local_frame(spark, [(r.label, r.sim_end_us) for r in runs if has_table(r.path, "expected")],
+                       "run string, sim_end_us bigint")
 
 
 def _delivered_in_window(deliveries):

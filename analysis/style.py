@@ -186,13 +186,12 @@ MEASURES = {
     "delivered_per_s": Measure("deliveries per second", "deliveries made to subscribers within the stretch, per "
                                "second, whenever their publication was made (backlog included): what the brokers "
                                "delivered there"),
-    "offered_per_s": Measure("deliveries owed per second", "the deliveries the oracle says the publications made "
-                             "within the stretch owe, per second: the offered load in deliveries"),
     "delivered_share": Measure("delivered share of the owed (%)", "deliveries made within the stretch over the "
-                               "deliveries its publications owe: 100% while the brokers keep up with the offered "
-                               "load, less when they fall behind", percent=True),
-    "owed_per_s": Measure("deliveries owed per second", "deliveries the publications made in each bucket owe "
-                          "(the oracle's), per second: the offered load in deliveries"),
+                               "deliveries its publications owe: about 100% while the brokers keep up with the "
+                               "offered load, less when they fall behind, a little more while they drain an "
+                               "earlier backlog", percent=True),
+    "owed_per_s": Measure("deliveries owed per second", "deliveries the publications made in the stretch (over "
+                          "time: in each bucket) owe, the oracle's, per second: the offered load in deliveries"),
     "backlog": Measure("deliveries owed and not yet made", "pairs the publications made so far owe and the "
                        "brokers have not delivered yet, at each bucket's end", integer=True, level=True),
     "pub_copies": Measure("publication messages", "publication copies sent between brokers, over the brokers of "

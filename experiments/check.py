@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from actors.results import read_table, write_table
+from actors.results import has_table, read_table, write_table
 from actors.storage import RunDir
 from protocols.errors import InputError
 from protocols.index import FilterIndex
@@ -118,13 +118,13 @@ def check(run_dir: RunDir, injections: list | None = None, keep_expected: bool =
 
 
 def write_expected(data: RunData) -> None:
-    """The run's ``expected`` table, the pairs the oracle says each publication owes, where the
-    run has none (a run with faults writes its own): the analysis measures what a run offered
-    its brokers from it (the share delivered, the backlog over time)."""
-    if data.run_dir.exists("expected"):
+    """The run's ``expected`` table, how many pairs the oracle says each publication the run
+    made owes, where the run has none (a run with faults writes its own): the analysis
+    measures what a run offered its brokers from it (the share delivered, the backlog)."""
+    if has_table(data.run_dir, "expected"):
         return
     expected = data.expected
-    owed = np.bincount(expected.pub, minlength=len(expected.publications))
+    owed = expected.counts()
     write_table(data.run_dir, "expected/part-0.parquet", "expected", {
         "pub_id": [i.message.id for i in expected.publications], "t_pub_us": [i.t_us for i in expected.publications],
         "subscribers": owed.tolist()})

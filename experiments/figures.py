@@ -501,6 +501,7 @@ def check_deliveries(out: Path, instances: list[Instance], report=print) -> dict
     A run's own task checked it where it ran it (the sweep record holds the result), and a copy
     of a run has its source's; what neither checked is checked here. Each run keeps what its
     publications owe (its ``expected`` table) for the analysis's delivered share and backlog."""
+    from actors.results import has_table
     from actors.storage import RunDir
     from experiments.check import check as check_run, load_run, write_expected
     from experiments.sweep import checked_point
@@ -511,7 +512,7 @@ def check_deliveries(out: Path, instances: list[Instance], report=print) -> dict
         result = checked_point(run_dir)
         if result is None:
             result = check_run(RunDir(run_dir), keep_expected=True)
-        elif not RunDir(run_dir).exists("expected"):  # checked before runs kept what they owe
+        elif not has_table(run_dir, "expected"):  # checked before runs kept what they owe
             write_expected(load_run(RunDir(run_dir)))
         results[instance.directory] = {**result, "run": str(run_dir)}
         (run_dir / CHECK_FILE).unlink(missing_ok=True)  # a copy's is a hard link to its source's: not through it

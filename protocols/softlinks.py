@@ -206,6 +206,10 @@ class DeltaView:
 class SoftLinks:
     # soft links are opened between brokers that are not overlay neighbours
     opens_links = True
+    # brokers of the view two or more hops away that the last round found publications sent
+    # toward: the links this broker could gain by (None before a round, and under S0 or fixed
+    # links; a class default, so that a broker restored from an older checkpoint has it)
+    gainful_peers: int | None = None
 
     def __init__(self, name, neighbors, settings=None, overlay=None) -> None:
         super().__init__(name, neighbors, settings, overlay)
@@ -217,9 +221,6 @@ class SoftLinks:
         self.soft_links: list[str] = list(static["soft"])
         self.candidate_links: list[str] = list(static["candidate"])
         self.blocked_until: dict[str, int] = {}
-        # brokers of the view two or more hops away that the last round found publications sent
-        # toward: the links this broker could gain by (None before a round)
-        self.gainful_peers: int | None = None
         self.uplink_utilisation = 0.0  # the runtime's figure at the last tick
         self.prt.add_column("anchor")
         # publications sent toward each view id, per tenth of the profile window (oldest first)

@@ -235,6 +235,10 @@ def test_messages_hops_and_throughput(analysed):
         for t_s, count in copies.groupby(bucket).size().items():
             assert ours_flow.loc[t_s, "pub_copies"] == count
             assert ours_flow.loc[t_s, "pub_copies_per_s"] == pytest.approx(count / BUCKET_S)
+        if not (path / "expected").exists():  # nothing says what it owed: no backlog, no share
+            summary = _metric(out, "summary").set_index("run")
+            assert ours_flow.backlog.isna().all() and ours_flow.owed_per_s.isna().all(), label
+            assert pd.isna(summary.loc[label, "delivered_share"]), label
     batch = by_broker[(by_broker.run == "hand") & (by_broker.kind == "sub_batch")].iloc[0]
     assert (batch.broker, batch.triggered, batch.triggered_messages, batch["items"]) == ("B", 3, 1, 3)
 
