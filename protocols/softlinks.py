@@ -412,6 +412,8 @@ class SoftLinks:
         self.view = view
         self._sent_toward = deque((bucket, _reindexed(sent, old, view)) for bucket, sent in self._sent_toward)
         gains = self.link_gains(self._now)
+        if self.gainful_peers is not None:  # rounds have counted them: count them in the new view
+            self.gainful_peers = len(gains)
 
         def holdable(peer: str) -> bool:
             return peer in view.id and view.depth[view.id[peer]] >= 2
