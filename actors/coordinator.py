@@ -37,7 +37,7 @@ from .engine import Settings
 from .faults import FaultSchedule
 from .host import HostSpec, Status, collecting_rarely, next_window_start
 from .partition import partition
-from .results import as_run_dir, read_table, write_manifest, write_table
+from .results import as_run_dir, read_table, write_expected, write_manifest, write_table
 from .storage import RunDir
 from .transports import HostLost, connect_ray, transport_for, worker_cpus
 
@@ -252,10 +252,7 @@ def _write_static_tables(run_dir: RunDir, graph: nx.Graph, placement: dict[str, 
 def _write_expected(run_dir: RunDir, spec: RunSpec) -> None:
     """What the delivery oracle expects of each publication (the analysis counts the
     deliveries faults cost against it)."""
-    found = expected_subscribers(spec.injections, spec.protocol.get("check_conformance", True))
-    write_table(run_dir, "expected/part-0.parquet", "expected", {
-        "pub_id": [p for p, _, _ in found], "t_pub_us": [t for _, t, _ in found],
-        "subscribers": [n for _, _, n in found]})
+    write_expected(run_dir, expected_subscribers(spec.injections, spec.protocol.get("check_conformance", True)))
 
 
 def host_specs(spec: RunSpec, run_dir, hosts: int, placement: dict[str, int]) -> list[HostSpec]:

@@ -76,6 +76,12 @@ def has_table(run_dir, table: str) -> bool:
     return bool(as_run_dir(run_dir).names(table, "*.parquet"))
 
 
+def write_expected(run_dir, owed: list[tuple[str, int, int]]) -> None:
+    """A run's ``expected`` table from (publication id, publication time, deliveries it owes)."""
+    write_table(run_dir, "expected/part-0.parquet", "expected", {
+        "pub_id": [p for p, _, _ in owed], "t_pub_us": [t for _, t, _ in owed], "subscribers": [n for _, _, n in owed]})
+
+
 def write_table(run_dir, relative: str, table: str, rows: dict[str, list]) -> None:
     """Write one complete part file ``relative`` of a run directory (a path, URI or RunDir)."""
     as_run_dir(run_dir).write_parquet(relative, pa.table(rows, schema=SCHEMAS[table]))

@@ -38,7 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from actors.results import has_table, read_table, write_table
+from actors.results import has_table, read_table
+from actors.results import write_expected as write_expected_table
 from actors.storage import RunDir
 from protocols.errors import InputError
 from protocols.index import FilterIndex
@@ -124,10 +125,8 @@ def write_expected(data: RunData) -> None:
     if has_table(data.run_dir, "expected"):
         return
     expected = data.expected
-    owed = expected.counts()
-    write_table(data.run_dir, "expected/part-0.parquet", "expected", {
-        "pub_id": [i.message.id for i in expected.publications], "t_pub_us": [i.t_us for i in expected.publications],
-        "subscribers": owed.tolist()})
+    write_expected_table(data.run_dir, [(i.message.id, i.t_us, n) for i, n in
+                                        zip(expected.publications, expected.counts().tolist())])
 
 
 def compare(data: RunData, deliveries: pa.Table) -> dict:
