@@ -184,6 +184,25 @@ def read_table(run_dir, table: str, columns: list[str] | None = None) -> pa.Tabl
     run_dir = as_run_dir(run_dir)
     parts = run_dir.names(table, "part-*.parquet")
     if not parts:
-        empty = SCHEMAS[table].empty_table()
-        return empty if columns is None else empty.select([c for c in columns if c in empty.column_names])
+        return _empty(table, columns)
     return pa.concat_tables([run_dir.read_parquet(f"{table}/{p}", columns) for p in parts], promote_options="default")
+
+
+def read_table_in_batches(run_dir, table: str, columns: list[str], rows: int = 4_000_000):
+    """``read_table``'s rows in its order, as consecutive tables of about ``rows`` rows each
+    (whole part files), for a reader that need not hold a large run's table at once."""
+    run_dir = as_run_dir(run_dir)
+    batch, held = [], 0
+    for part in run_dir.names(table, "part-*.parquet"):
+        batch.append(run_dir.read_parquet(f"{table}/{part}", columns))
+        held += batch[-1].num_rows
+        if held >= rows:
+            yield pa.concat_tables(batch, promote_options="default")
+            batch, held = [], 0
+    if batch:
+        yield pa.concat_tables(batch, promote_options="default")
+
+
+def _empty(table: str, columns: list[str] | None) -> pa.Table:
+    empty = SCHEMAS[table].empty_table()
+    return empty if columns is None else empty.select([c for c in columns if c in empty.column_names])

@@ -19,15 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def measure(run_dir: str) -> dict:
     """In this process: check ``run_dir``, timing its parts."""
     sys.path.insert(0, str(ROOT))
-    from actors.results import read_table
     from actors.storage import RunDir
-    from experiments.check import compare, load_run
+    from experiments.check import compare, load_run, read_delivered
 
     started = time.perf_counter()
     data = load_run(RunDir(run_dir))
     oracle_s = time.perf_counter() - started
-    deliveries = read_table(run_dir, "deliveries", ["pub_id", "sub_id", "t_deliver_us"])
-    result = compare(data, deliveries)
+    result = compare(data, read_delivered(data.run_dir, data.expected))
     total_s = time.perf_counter() - started
     return {"run": run_dir, "exact": result["exact"], "pairs": result["expected_pairs"],
             "deliveries": result["deliveries"], "oracle_s": round(oracle_s, 1), "total_s": round(total_s, 1),

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from actors.results import has_table, read_table
+from actors.results import has_table, read_table, read_table_in_batches
 from actors.results import write_expected as write_expected_table
 from actors.storage import RunDir
 from protocols.errors import InputError
@@ -115,7 +115,7 @@ def check(run_dir: RunDir, injections: list | None = None, keep_expected: bool =
     data = load_run(run_dir, injections)
     if keep_expected:
         write_expected(data)
-    return compare(data, read_table(run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"]))
+    return compare(data, read_delivered(run_dir, data.expected))
 
 
 def write_expected(data: RunData) -> None:
@@ -129,22 +129,53 @@ def write_expected(data: RunData) -> None:
                                         zip(expected.publications, expected.counts().tolist())])
 
 
-def compare(data: RunData, deliveries: pa.Table) -> dict:
-    """``check``'s result for a run's deliveries against its oracle. Pairs are codes
-    (publication index times the subscriptions, plus subscription index), so that the sets are
-    compared by numpy, and only the pairs that differ meet the exceptions."""
-    expected = data.expected
-    n_pubs, n_subs = len(expected.publications), len(expected.subscriptions)
+@dataclass
+class Delivered:
+    """A run's deliveries as ``compare`` needs them: for each row naming a publication and a
+    subscription the oracle knows, its pair's code (publication index times the subscriptions,
+    plus subscription index) and its delay; the rows naming others; how many rows in all."""
+
+    codes: np.ndarray
+    delay_us: np.ndarray
+    unknown: pa.Table
+    rows: int
+
+
+def read_delivered(run_dir: RunDir, expected: Expected, batch_rows: int = 4_000_000) -> Delivered:
+    """The run's ``deliveries`` as ``Delivered``, read ``batch_rows`` at a time: a run of 100
+    million deliveries then holds its pairs' codes and delays (1.6 GB), not its table's id strings."""
     pub_ids = pa.array([i.message.id for i in expected.publications], pa.string())
     sub_ids = pa.array([i.message.id for i in expected.subscriptions], pa.string())
-    pub, sub = positions(deliveries["pub_id"], pub_ids), positions(deliveries["sub_id"], sub_ids)
-    known = (pub >= 0) & (sub >= 0)
+    width = max(len(expected.subscriptions), 1)
+    codes, delays, unknown, rows = [], [], [], 0
+    for batch in read_table_in_batches(run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"],
+                                       batch_rows):
+        pub, sub = positions(batch["pub_id"], pub_ids), positions(batch["sub_id"], sub_ids)
+        known = (pub >= 0) & (sub >= 0)
+        codes.append(pub[known] * width + sub[known])
+        delay = pc.subtract(batch["t_deliver_us"], batch["t_pub_us"]).to_numpy(zero_copy_only=False)
+        delays.append(delay[known])
+        unknown.append(batch.select(["pub_id", "sub_id"]).filter(pa.array(~known)))
+        rows += batch.num_rows
+    return Delivered(np.concatenate(codes) if codes else np.zeros(0, np.int64),
+                     np.concatenate(delays) if delays else np.zeros(0, np.int64),
+                     pa.concat_tables(unknown) if unknown else pa.table({"pub_id": pa.array([], pa.string()),
+                                                                         "sub_id": pa.array([], pa.string())}),
+                     rows)
+
+
+def compare(data: RunData, deliveries: Delivered) -> dict:
+    """``check``'s result for a run's deliveries against its oracle. Pairs are codes, so that the
+    sets are compared by numpy, and only the pairs that differ meet the exceptions."""
+    expected = data.expected
+    n_pubs, n_subs = len(expected.publications), len(expected.subscriptions)
     width = max(n_subs, 1)
-    codes = pub[known] * width + sub[known]  # each delivered row's pair
+    codes = deliveries.codes
+    wanted = expected.pub * width + expected.sub  # sorted: the oracle's pairs are in publication, then subscription order
+    delivered_wanted = _members(wanted, codes)
     delivered, counts = np.unique(codes, return_counts=True)
-    wanted = expected.pub * width + expected.sub
-    missing = np.setdiff1d(wanted, delivered, assume_unique=True)
-    extra = np.setdiff1d(delivered, wanted, assume_unique=True)
+    missing = wanted[~_members(delivered, wanted)]
+    extra = delivered[~_members(wanted, delivered)]
     twice = delivered[counts > 1]
 
     timing = Timing(data)
@@ -152,7 +183,7 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
     pub_t = np.array([i.t_us for i in expected.publications], np.int64)
     result = {
         "run": str(data.run_dir), "publications": n_pubs, "subscriptions": n_subs,
-        "expected_pairs": int(len(wanted)), "deliveries": int(deliveries.num_rows),
+        "expected_pairs": int(len(wanted)), "deliveries": deliveries.rows,
         "not_published": data.not_published,
         "bucket_s": _bucket_s(end_us),
     }
@@ -160,7 +191,7 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
     miss_excuse = timing.excuses(miss_p, miss_s, in_flight_counts=True)
     extra_p, extra_s = extra // width, extra % width
     extra_reason = _extra_reasons(data, timing, extra_p, extra_s)
-    unknown = deliveries.filter(pa.array(~known))
+    unknown = deliveries.unknown
     result["missing"] = _section(data, pub_t, miss_p, miss_s, miss_excuse == "", timing.drop_causes(miss_p))
     wrong = np.array([not r.startswith("excused") for r in extra_reason.tolist()], bool)
     result["extra"] = _section(data, pub_t, extra_p, extra_s, wrong, extra_reason, unknown)
@@ -177,20 +208,26 @@ def compare(data: RunData, deliveries: pa.Table) -> dict:
     result["exact"] = not (result["missing"]["count"] or result["extra"]["count"] or result["duplicate"]["count"])
     # still queued at the end whatever excuse came first (a change in flight may name it before the end does)
     still = (timing.pub_end[miss_p] >= timing.forever) & ~timing.pub_dropped[miss_p]
-    result["delay"] = _delay(deliveries.filter(pa.array(known)), np.isin(codes, wanted),
-                             end_us - pub_t[miss_p[still]])
+    result["delay"] = _delay(deliveries.delay_us[delivered_wanted], end_us - pub_t[miss_p[still]])
     return result
 
 
-def _delay(deliveries: pa.Table, wanted: np.ndarray, waited_us: np.ndarray) -> dict:
-    """The mean delay of the pairs the oracle expects and the run delivered (every copy, as the
-    analysis counts them), and the same mean with each pair still in flight at the end counted
+def _members(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Per query, whether it is one of ``sorted_values``: by binary search, which holds no more
+    than the queries' positions (``np.isin`` sorts a copy of both arrays together)."""
+    if not len(sorted_values):
+        return np.zeros(len(queries), bool)
+    at = np.searchsorted(sorted_values, queries)
+    np.minimum(at, len(sorted_values) - 1, out=at)
+    return sorted_values[at] == queries
+
+
+def _delay(waited: np.ndarray, waited_us: np.ndarray) -> dict:
+    """The mean delay of the pairs the oracle expects and the run delivered (``waited``: each
+    copy's, as the analysis counts them), and the same mean with each pair still in flight at the end counted
     as delivered at the end (``waited_us``: how long each had waited by then). A run that ends
     with a backlog leaves its slowest pairs out of the first, which then falls the more it
     leaves queued; the second is a lower bound on the mean over every pair the run owed."""
-    taken = pa.array(wanted)
-    waited = (pc.subtract(deliveries["t_deliver_us"].filter(taken), deliveries["t_pub_us"].filter(taken))
-              .to_numpy(zero_copy_only=False))
     delivered_us, in_flight_us = float(waited.sum()), float(waited_us.sum())
     counted = len(waited) + len(waited_us)
     return {"delivered_mean_s": delivered_us / len(waited) / 1e6 if len(waited) else None,

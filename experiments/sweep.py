@@ -110,7 +110,7 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
            + (f" ({copied} copied)" if copied else "")
            + f", {min(max_parallel, len(pending))} at a time, into {out}")
     connect_ray(address)
-    task = ray.remote(num_cpus=1)(_run_point)
+    task = ray.remote(**RUN_TASK_OPTIONS)(_run_point)
     running: dict = {}
     started = time.perf_counter()
     with tqdm(total=len(pending), desc="runs", unit="run", file=sys.stderr, disable=not sys.stderr.isatty(),
@@ -119,10 +119,11 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
             while pending and len(running) < max_parallel:
                 point = pending.pop(0)
                 shutil.rmtree(out / point["name"], ignore_errors=True)  # a partial run of an earlier sweep
-                running[task.remote(point["scenario"], point["overrides"], str(out / point["name"]), check)] = point
+                ref = task.remote(point["scenario"], point["overrides"], str(out / point["name"]), check)
+                running[ref] = (point, time.perf_counter())
             ready, _ = ray.wait(list(running), num_returns=1)
-            point = running.pop(ready[0])
-            point.update(ray.get(ready[0]))
+            point, point_started = running.pop(ready[0])
+            point.update(point_outcome(ready[0], point_started))
             progress.update()
             line = f"sweep: {point['name']}: {point['status']} in {point['wall_s']:.1f} s" \
                 + (f" ({point['error']})" if point.get("error") else "")
@@ -134,6 +135,25 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
     record["wall_s"] = round(time.perf_counter() - started, 3)
     _write(out, record)
     return record
+
+
+# A run's task is never retried: Ray retries a task whose process died (killed for memory, most
+# often), and the retry would meet the killed attempt's half-written directory and the same limit.
+RUN_TASK_OPTIONS = {"num_cpus": 1, "max_retries": 0}
+
+
+def point_outcome(ref, started: float) -> dict:
+    """What the run task ``ref`` (started at ``perf_counter()`` ``started``) returned, or a failed
+    point where its process died before it could return."""
+    import ray
+
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayError as exc:
+        cause = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return {"status": "failed", "wall_s": round(time.perf_counter() - started, 3), "peak_rss_mb": None,
+                "error": f"{type(exc).__name__}: the run's process died, most often killed for memory"
+                         f" (try --max-parallel 1){': ' + cause if cause else ''}"}
 
 
 def checked_point(run_dir: Path) -> dict | None:

@@ -107,6 +107,26 @@ def test_planted_missing_extra_and_duplicate_deliveries_are_counted_with_example
     assert whys == {"does not match", "no such publication or subscription"}
 
 
+def test_deliveries_read_a_few_parts_at_a_time_are_checked_as_when_read_at_once(write_scenario, tmp_path):
+    from actors.storage import RunDir
+    from experiments.check import compare, load_run, read_delivered
+
+    out = run(write_scenario, tmp_path)
+    rows = read_table(out, "deliveries").to_pylist()
+    rows = rows[:-40] + [dict(rows[0], sub_id="S9"), rows[5]] + rows[-40:]  # an unknown and a duplicate, mid-table
+    shutil.rmtree(out / "deliveries")
+    (out / "deliveries").mkdir()
+    for n, start in enumerate(range(0, len(rows), 100)):
+        pq.write_table(pa.Table.from_pylist(rows[start:start + 100], schema=SCHEMAS["deliveries"]),
+                       out / "deliveries" / f"part-{n:05d}.parquet")
+    data = load_run(RunDir(out))
+    at_once = compare(data, read_delivered(data.run_dir, data.expected))
+    in_batches = compare(data, read_delivered(data.run_dir, data.expected, batch_rows=150))
+    assert len(rows) > 600 and at_once["deliveries"] == len(rows)
+    assert at_once["extra"]["count"] == 1 and at_once["duplicate"]["count"] == 1
+    assert in_batches == at_once
+
+
 def test_a_loss_outside_the_moves_window_is_missing_even_for_the_moving_client(write_scenario, tmp_path, capsys):
     """The move excuses the moving client's pairs while it moves, and nothing else: a lost
     delivery of its own two seconds later, or of another subscriber at the move, counts."""

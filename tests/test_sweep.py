@@ -81,6 +81,30 @@ def test_peak_resident_memory_sees_what_was_held_inside():
     assert peak.mb > before.mb + 250
 
 
+def _dies_once_seen(marks: str) -> None:
+    """Appends a line to ``marks`` and kills its own process, as the kernel kills a run out of memory."""
+    import os
+
+    with open(marks, "a") as f:
+        f.write("attempt\n")
+    os._exit(1)
+
+
+@pytest.mark.ray
+def test_a_run_whose_process_dies_is_a_failed_point_and_is_not_retried(tmp_path, ray_session):
+    import ray
+
+    from experiments.sweep import RUN_TASK_OPTIONS, point_outcome
+
+    marks = tmp_path / "attempts"
+    ref = ray.remote(**RUN_TASK_OPTIONS)(_dies_once_seen).remote(str(marks))
+    outcome = point_outcome(ref, time.perf_counter())
+    assert outcome["status"] == "failed"
+    assert "process died" in outcome["error"] and "--max-parallel 1" in outcome["error"]
+    assert outcome["wall_s"] >= 0
+    assert marks.read_text().count("attempt") == 1  # Ray's default would try three more times
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_repeated_points_run_distinct_seeds_and_the_report_gives_their_interval(tmp_path, ray_session,
