@@ -39,9 +39,10 @@ SCHEMAS = {
         ("srt_size", pa.int32()), ("busy_us", pa.int64()),
         # protocol columns (null where the protocol has none): pruning's preserved entries and
         # the size of its statistics window at the subscribers' brokers; soft links held, and
-        # the brokers they could be held to with a gain (protocols/softlinks.py gainful_peers)
+        # the brokers they could be held to with a gain (protocols/softlinks.py gainful_peers);
+        # the values relocation's trace state holds (protocols/relocation.py trace_state)
         ("preserved", pa.int32()), ("window_entries", pa.int32()), ("window_bytes", pa.int64()),
-        ("soft_links", pa.int32()), ("gainful_peers", pa.int32()),
+        ("soft_links", pa.int32()), ("gainful_peers", pa.int32()), ("trace_state", pa.int32()),
         # the share of the interval a broker's uplink was busy (null: no uplink limit)
         ("uplink_utilisation", pa.float64()),
     ]),
@@ -57,7 +58,7 @@ SCHEMAS = {
         ("evaluations_per_publication", pa.float64()),
     ]),
 }
-PROTOCOL_SAMPLE_COLUMNS = ("preserved", "window_entries", "window_bytes", "soft_links", "gainful_peers")
+PROTOCOL_SAMPLE_COLUMNS = ("preserved", "window_entries", "window_bytes", "soft_links", "gainful_peers", "trace_state")
 STREAMED = ("messages", "deliveries", "samples", "events", "in_flight")
 KEY_COLUMNS = {
     "messages": ["broker", "t_arrive_us", "sender", "kind", "msg_id"],

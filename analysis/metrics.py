@@ -588,6 +588,9 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
         F.mean(F.when(F.col("role") == "core", F.col("prt_size"))).alias("final_core_prt"),
         F.sum("preserved").alias("final_preserved"),
         F.sum("soft_links").alias("final_soft_links"))
+    # relocation's trace state per broker (null without relocation): its memory overhead as the emulator counts it
+    trace_state = t["samples"].groupBy("run").agg(F.mean("trace_state").alias("mean_trace_state"),
+                                                  F.max("trace_state").alias("peak_trace_state"))
     core_queue = _peak_mean_queue(_with_roles(t["samples"], t).where(F.col("role") == "core"), "peak_core_mean_queue")
     mean_queue = _peak_mean_queue(t["samples"], "peak_mean_queue")
     overall = by_role.where(F.col("role") == "all").select(
@@ -601,7 +604,8 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
     trees = trees.select("run", F.col("algorithm").alias("multitree"), "planned_copies_per_publication", "clusters")
     owed = t["owing"].select("run").join(t["expected"].groupBy("run").agg(F.sum("subscribers").alias("owed")),
                                          "run", "left").fillna(0, ["owed"])
-    for part in (counts, publications, d, probe_delays(t), peaks, mean_queue, core_queue, final, overall, moved, trees,
+    for part in (counts, publications, d, probe_delays(t), peaks, mean_queue, core_queue, final, trace_state, overall,
+                 moved, trees,
                  covering_sets(t), t["delivered"], owed):
         frame = frame.join(part, "run", "left")
     frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",

@@ -53,6 +53,8 @@ SUMMARY_COLUMNS = [
     ("control_share", "relocation control", "{:.2%}"),
     ("mean_wait_s", "migration wait (s)", "{:.3g}"),
     ("mean_selection_s", "selection (s)", "{:.3g}"),
+    ("mean_trace_state", "trace state/broker", "{:,.1f}"),
+    ("peak_trace_state", "peak trace state", "{:,}"),
     ("multitree", "multi-tree", "{}"),
     ("planned_copies_per_publication", "copies/publication (planned)", "{:.2f}"),
     ("clusters", "trees", "{:,}"),

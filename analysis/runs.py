@@ -37,7 +37,8 @@ TABLES = {
 # Nullable columns protocols add; a run without them reads them as null.
 PROTOCOL_COLUMNS = {
     "messages": {"cause": "string", "batch_size": "int", "triggered_by": "string", "origin": "bigint"},
-    "samples": {"preserved": "int", "soft_links": "int", "gainful_peers": "int", "uplink_utilisation": "double"},
+    "samples": {"preserved": "int", "soft_links": "int", "gainful_peers": "int", "trace_state": "int",
+                "uplink_utilisation": "double"},
 }
 
 

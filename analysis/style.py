@@ -235,6 +235,11 @@ MEASURES = {
     "mean_wait_s": Measure("migration wait (s)", "a migrating publisher held back, from decision to resuming"),
     "mean_selection_s": Measure("selection time (s)", "from the end of a trace session to the chosen broker "
                                 "(GRAPE's collection round, POP's walk), mean over the migrations"),
+    "mean_trace_state": Measure("relocation trace state (values per broker)", "values a broker's POP or GRAPE "
+                                "trace records hold (a number, a name or 64 bits of a bit vector each), mean over "
+                                "brokers and samples; none without relocation"),
+    "peak_trace_state": Measure("largest relocation trace state (values)", "the most values one broker's POP or "
+                                "GRAPE trace records held at a sample", integer=True),
     "wait_s": Measure("migration wait (s)", "a migrating publisher held back, from decision to resuming, mean "
                       "over the migrations"),
     "planned_copies_per_publication": Measure("cost (copies per publication)",

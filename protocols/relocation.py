@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -139,6 +139,11 @@ class RelocationSettings:
 
 PREVIOUS_WINDOW = "previous_window"  # POP's trace_cap: our earlier rule (see the module's docstring)
 MEAN = "mean"  # POP's average_weight: every trace weighted alike (see the module's docstring)
+
+
+def _words(bits: int) -> int:
+    """The 64-bit words a bit vector ``bits`` takes (one at least)."""
+    return max(1, (bits.bit_length() + 63) // 64)
 
 
 # ---------------------------------------------------------------------- GRAPE's selection
@@ -335,6 +340,23 @@ class Relocation:
         self._traced: list | None = None  # [hops, local deliveries] of the traced copy in hand
         # client -> the migration advertisement this broker sent on, until its completion passes
         self.migrations_ahead: dict[str, Message] = {}
+
+    def protocol_samples(self) -> dict:
+        return {**super().protocol_samples(), "trace_state": self.trace_state()}
+
+    def trace_state(self) -> int:
+        """The values this broker's relocation state holds, the paper's memory overhead as the
+        emulator can count it (a number, a name, a member of a set or 64 bits of a bit vector
+        each): the record of every publisher attached here; POP's traced publications waiting
+        for replies and its running averages per publisher; GRAPE's session records and the
+        records it is collecting from downstream."""
+        held = len(self.publishers) * len(fields(_Publisher))
+        held += sum(3 + len(t.waiting) + len(t.counts) for t in self.pop_traces.values())
+        held += sum(2 + len(averages) for _, _, averages in self.pop_averages.values())
+        held += sum(5 + _words(r.delivered) + len(r.children) for r in self.grape_sessions.values())
+        held += sum(len(waiting) + sum(5 + _words(t.delivered) for t in traces)
+                    for waiting, traces in self.grape_collecting.values())
+        return held
 
     # ------------------------------------------------------------------ publications
 

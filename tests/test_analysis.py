@@ -355,6 +355,10 @@ def test_relocation_metrics_match_the_events_and_messages(analysed):
     assert row.migrations == len(migrated)
     summary = _metric(out, "summary").set_index("run")
     assert summary.loc[label].migrations == len(migrated) and summary.loc["unsub_burst_small_none"].migrations == 0
+    state = _table(path, "samples").trace_state
+    assert summary.loc[label].mean_trace_state == pytest.approx(state.mean())
+    assert summary.loc[label].peak_trace_state == state.max() > 0
+    assert pd.isna(summary.loc["unsub_burst_small_active"].mean_trace_state)  # no relocation: no trace state
     assert (out / "relocation.png").exists()
 
 

@@ -162,6 +162,20 @@ def test_pop_traces_at_most_its_cap_in_a_window_as_the_paper_specifies():
     assert RelocationSettings.parse({"trace_cap": "previous_window"}, None).trace_cap is None
 
 
+def test_trace_state_counts_the_values_each_record_holds():
+    from protocols.relocation import _PopTrace, _SessionRecord
+
+    broker = make_broker("B0", ["B1", "B2"], protocol(algorithm="pop"))
+    assert broker.trace_state() == 0 and broker.protocol_samples()["trace_state"] == 0
+    broker._publisher("P", SimpleNamespace(now=0))  # 13 fields, from its name to its session index
+    broker.pop_traces["M1"] = _PopTrace("P", "B1", 2, {"B2"}, {1: 3})  # client, upstream, local, 1 waiting, 1 count
+    broker.pop_averages["P"] = ("B1", 4, {1: 1.5, LOCAL: 2.0})  # where from, how many, 2 averages
+    # parent, latency, deliveries, processing, traced, a 71-bit vector (2 words), 1 child
+    broker.grape_sessions["s"] = _SessionRecord("B1", 10, {"B2"}, delivered=(1 << 70) | 1)
+    broker.grape_collecting["s"] = ({"B2"}, [BrokerTrace("B2", "B0", 0b1, 1, 3.0, 10)])  # 1 waited for, 6 values
+    assert broker.trace_state() == 13 + 5 + 4 + 8 + 7
+
+
 # ---------------------------------------------------------------------- exact deliveries
 
 
@@ -270,6 +284,8 @@ def test_migrations_lose_duplicate_and_reorder_nothing(write_scenario, tmp_path,
     kinds = {m["kind"] for m in rows["messages"]}
     assert {"migration_adv", "migration_done"} <= kinds
     assert ({"trace_collect", "trace_report"} if algorithm == "grape" else {"trace_reply", "pop_walk"}) <= kinds
+    states = [s["trace_state"] for s in rows["samples"]]
+    assert None not in states and max(states) > 0
 
 
 @pytest.mark.ray
