@@ -191,10 +191,15 @@ def read_table(run_dir, table: str, columns: list[str] | None = None) -> pa.Tabl
 
 def read_table_in_batches(run_dir, table: str, columns: list[str], rows: int = 4_000_000):
     """``read_table``'s rows in its order, as consecutive tables of about ``rows`` rows each
-    (whole part files), for a reader that need not hold a large run's table at once."""
+    (whole part files; one empty table with the schema when there are none), for a reader that
+    need not hold a large run's table at once."""
     run_dir = as_run_dir(run_dir)
+    parts = run_dir.names(table, "part-*.parquet")
+    if not parts:
+        yield _empty(table, columns)
+        return
     batch, held = [], 0
-    for part in run_dir.names(table, "part-*.parquet"):
+    for part in parts:
         batch.append(run_dir.read_parquet(f"{table}/{part}", columns))
         held += batch[-1].num_rows
         if held >= rows:

@@ -157,11 +157,7 @@ def read_delivered(run_dir: RunDir, expected: Expected, batch_rows: int = 4_000_
         delays.append(delay[known])
         unknown.append(batch.select(["pub_id", "sub_id"]).filter(pa.array(~known)))
         rows += batch.num_rows
-    return Delivered(np.concatenate(codes) if codes else np.zeros(0, np.int64),
-                     np.concatenate(delays) if delays else np.zeros(0, np.int64),
-                     pa.concat_tables(unknown) if unknown else pa.table({"pub_id": pa.array([], pa.string()),
-                                                                         "sub_id": pa.array([], pa.string())}),
-                     rows)
+    return Delivered(np.concatenate(codes), np.concatenate(delays), pa.concat_tables(unknown), rows)
 
 
 def compare(data: RunData, deliveries: Delivered) -> dict:
