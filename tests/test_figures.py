@@ -427,6 +427,22 @@ def test_mobile_monitors_pruning_triggers_fewer_subscriptions(every_figure_small
 
 @pytest.mark.ray
 @pytest.mark.slow
+def test_a_trace_threshold_no_publisher_reaches_moves_none(every_figure_small):
+    """relocation_paper_threshold's 12,800 (test-sized: 100, more quotes than a publisher makes):
+    no session completes, so no publisher moves and GRAPE sends no control message, while POP
+    still traces (the paper: "GRAPE never performed a single relocation")."""
+    figure = figures.load("relocation_paper_threshold")
+    out = every_figure_small[0] / "relocation_paper_threshold-small"
+    summary = pq.read_table(out / "report" / "tables" / "summary").to_pandas().set_index("run")
+    row = lambda label: summary.loc[figure.run_name(label)]  # noqa: E731
+    for algorithm in ("pop", "grape_load"):
+        assert row(f"{algorithm}_t12800").migrations == 0 and row(f"{algorithm}_t10").migrations > 0
+    assert row("grape_load_t12800").control_share == 0 < row("grape_load_t400").control_share
+    assert row("pop_t12800").control_share > row("pop_t400").control_share
+
+
+@pytest.mark.ray
+@pytest.mark.slow
 def test_the_saturating_runs_deliver_only_the_oracles_pairs_and_all_of_the_warm_ups(every_figure_small):
     """softlinks_paper_throughput's uncapped runs at a saturating rate (Figs. 13a on C1 and 13b
     on C2, S0 and S2): every delivery is one the brute-force oracle expects, none twice, and
