@@ -334,3 +334,22 @@ def test_publishers_migrating_through_faults_deliver_exactly_outside_them(write_
         assert sent_at == {"B9"}
         resent = [m for m in rows["messages"] if m["kind"] == "migration_adv" and m["t_arrive_us"] > 6_212_000]
         assert {m["broker"] for m in resent} == {"B4", "B9"} and len(resent) == 4
+
+
+def test_grape_load_gathers_the_publishers_at_the_high_rated_broker_and_delay_at_their_median(tmp_path, monkeypatch):
+    """``bench_relocation.py --placements`` on the test-sized enterprise runs: GRAPE load puts
+    more publishers on H than static does and cuts the hops to H; GRAPE delay ends its
+    publishers nearer their deliveries' weighted median than static's are."""
+    monkeypatch.syspath_prepend(str(PROJECT_ROOT / "bench"))
+    import bench_relocation
+
+    where = {}
+    for setting in ("static", "grape_load", "grape_delay"):
+        out = tmp_path / setting
+        assert main(["run", str(SCENARIOS / f"relocation_small_enterprise_{setting}.yaml"), "--out", str(out),
+                     "--set", "runtime.hosts=0"]) == 0
+        where[setting] = bench_relocation.placements(out, json.loads((out / "manifest.json").read_text()))
+    static, load, delay = where["static"], where["grape_load"], where["grape_delay"]
+    assert load["at_h"] > static["at_h"] and load["from_h"] < static["from_h"]
+    assert load["high_hops"] < static["high_hops"] / 2
+    assert delay["from_median"] < static["from_median"] / 2
