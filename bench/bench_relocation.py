@@ -64,9 +64,9 @@ def measure(out, manifest: dict) -> dict:
 def placements(out, manifest: dict) -> dict:
     """Where the enterprise workload's publishers end up against H, the broker of every
     high-rated subscriber (see the module's docstring)."""
-    scenario, where = manifest["scenario"], Path(out) / "manifest.json"
-    graph, _ = build_topology(scenario, Path(manifest.get("scenario_dir") or "."), where)
-    records = generated_records(scenario, graph, Path(manifest.get("scenario_dir") or "."), where)
+    scenario, base, where = manifest["scenario"], Path(manifest.get("scenario_dir") or "."), Path(out) / "manifest.json"
+    graph, _ = build_topology(scenario, base, where)
+    records = generated_records(scenario, graph, base, where)
     high = {r["broker"] for r in records if r["op"] == "subscribe" and r["filter"].count("],[") == 1}
     if len(high) != 1:
         raise SystemExit("bench_relocation: --placements needs the enterprise distribution (one broker of high-rated subscribers)")
@@ -122,9 +122,8 @@ def main() -> None:
     variants = {setting: SCENARIOS / f"{prefix}_{args.distribution}_{setting}.yaml"
                 for setting in args.settings.split(",")}
     if args.placements:
-        rows = compare("setting", variants, overrides, lambda out, manifest: {**measure(out, manifest),
-                                                                              **placements(out, manifest)})
-        print_table(rows, COLUMNS + PLACEMENT_COLUMNS)
+        measured = lambda out, manifest: {**measure(out, manifest), **placements(out, manifest)}  # noqa: E731
+        print_table(compare("setting", variants, overrides, measured), COLUMNS + PLACEMENT_COLUMNS)
     else:
         print_table(compare("setting", variants, overrides, measure), COLUMNS)
 
