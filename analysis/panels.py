@@ -219,7 +219,8 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
         ax.set_title(f"({letter}) {panel.title}{measured}", loc="left", fontsize="medium")
         ax.grid(True, alpha=0.3)
     fig.suptitle(title, fontsize="large")
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))  # room for the two-line title
+    title_lines = title.count("\n") + 1
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 * title_lines / fig.get_figheight()))  # room for the title's lines
     style.save(fig, path)
     return drawn
 

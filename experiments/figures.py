@@ -49,6 +49,7 @@ import dataclasses
 import difflib
 import json
 import shutil
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -189,6 +190,7 @@ def names() -> list[str]:
     return sorted(p.stem for p in FIGURE_DIR.glob("*.yaml"))
 
 
+HEADLINE_WIDTH = 110  # characters of a line under the title: a page's --set overrides wrap, not widen it
 RECORDED = FIGURE_DIR / "recorded.json"  # full-size wall times measured on the project's machines
 
 
@@ -723,7 +725,8 @@ def _size(rows: list[dict]) -> str:
 
 def _headline(figure: Figure, rows: list[dict], small: bool) -> str:
     changed = "".join(f"; {override}" for override in figure.changed)  # a PNG shown alone says how it was run
-    return f"{figure.title}\n({_size(rows)}{', test-sized' if small else ''}{changed})"
+    how = f"({_size(rows)}{', test-sized' if small else ''}{changed})"
+    return "\n".join([figure.title, *textwrap.wrap(how, HEADLINE_WIDTH)])
 
 
 def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: list[Drawn], report: Path,

@@ -1,5 +1,6 @@
 """``pubsub-emu figure``: every figure's test-sized runs and report, and its input errors."""
 import contextlib
+import dataclasses
 import io
 import json
 import re
@@ -206,6 +207,18 @@ def test_a_phase_of_injected_messages_spans_them_over_the_runs_manifests():
     older = ({"name": "made before manifests recorded injections"},)
     assert figure.phases_at(small=True, manifests=older) == [("probes", 112.5, 124.5)]
     assert figure.unshaded(older) == ["unsub."]
+
+
+def test_a_figures_headline_wraps_its_overrides_under_the_title():
+    overrides = tuple(f"workload.generator.{key}=160" for key in ("small", "medium", "large", "monitored", "auditors"))
+    figure = dataclasses.replace(figures.load("workflow"), changed=overrides)
+    rows = [{"brokers": 40, "sim_end_s": 3600.0}]
+    title, *under = figures._headline(figure, rows, small=False).split("\n")
+    assert title == figure.title and len(under) >= 2, under  # wrapped, not one line as wide as the overrides
+    assert all(len(line) <= figures.HEADLINE_WIDTH for line in under)
+    assert " ".join(under) == "(40 brokers, 60 min simulated" + "".join(f"; {o}" for o in overrides) + ")"
+    assert figures._headline(figures.load("workflow"), rows, small=True).split("\n")[1:] == [
+        "(40 brokers, 60 min simulated, test-sized)"]
 
 
 def test_a_page_names_the_runs_that_ended_with_a_backlog_and_their_delay_counting_it():
