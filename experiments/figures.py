@@ -726,7 +726,8 @@ def _size(rows: list[dict]) -> str:
 def _headline(figure: Figure, rows: list[dict], small: bool) -> str:
     changed = "".join(f"; {override}" for override in figure.changed)  # a PNG shown alone says how it was run
     how = f"({_size(rows)}{', test-sized' if small else ''}{changed})"
-    return "\n".join([figure.title, *textwrap.wrap(how, HEADLINE_WIDTH)])
+    under = textwrap.wrap(how, HEADLINE_WIDTH, break_long_words=False, break_on_hyphens=False)  # overrides stay whole
+    return "\n".join([figure.title, *under])
 
 
 def _page_lines(figure: Figure, summaries: list[tuple[str, list[dict]]], drawn: list[Drawn], report: Path,

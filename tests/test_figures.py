@@ -210,7 +210,8 @@ def test_a_phase_of_injected_messages_spans_them_over_the_runs_manifests():
 
 
 def test_a_figures_headline_wraps_its_overrides_under_the_title():
-    overrides = tuple(f"workload.generator.{key}=160" for key in ("small", "medium", "large", "monitored", "auditors"))
+    overrides = (*(f"workload.generator.{key}=160" for key in ("small", "medium", "large", "monitored")),
+                 "workload.generator.trace=../shared/trace-of-the-paper-x.csv")  # would break at a hyphen
     figure = dataclasses.replace(figures.load("workflow"), changed=overrides)
     rows = [{"brokers": 40, "sim_end_s": 3600.0}]
     title, *under = figures._headline(figure, rows, small=False).split("\n")
