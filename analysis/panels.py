@@ -445,6 +445,7 @@ def _whisker_lengths(panel: Panel, rows: dict, groups: list[list[str]], heights:
 
 PAPER_LABEL = "the paper's value (table below)"
 LARGEST_LABEL = "the paper's largest over these runs (table below)"
+LARGEST_DASHES = (0, (1, 1.5))  # dotted: told apart from a single run's dashed value on the same panel
 OFF_SCALE = 4  # a paper's value beyond this many times our largest is written or named, not drawn
 NEAR_ZERO = 50  # on bars, a paper's value below our largest over this would sit on the axis: written
 FAR_ABOVE_LABEL = "the paper's, far above"
@@ -462,7 +463,7 @@ def _marks_of(panel: Panel, page: _Page) -> list:
 def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style.Measure, tallest: float
                 ) -> tuple[list[float], bool]:
     """The paper's value of a bar's run as a dashed line across the bar (the paper's largest
-    over several runs, ``largest_of``, across each of their bars). A value more than
+    over several runs, ``largest_of``, dotted across each of their bars). A value more than
     ``OFF_SCALE`` times our tallest bar is written at the top of its bar, with an arrow, so that
     it does not flatten ours (a test-sized run against the paper's hours); one under our tallest
     over ``NEAR_ZERO``, which a line would draw on the axis, is written low over its bar. Returns
@@ -480,8 +481,8 @@ def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style
                     low.append(f"paper: {_valued(height, m)} (near 0 here)")
                     continue
                 heights.append(height)
-                label = PAPER_LABEL if len(mark.runs) == 1 else LARGEST_LABEL
-                ax.hlines(height, position - 0.45, position + 0.45, colors="black", linestyles="--",
+                label, dashes = (PAPER_LABEL, "--") if len(mark.runs) == 1 else (LARGEST_LABEL, LARGEST_DASHES)
+                ax.hlines(height, position - 0.45, position + 0.45, colors="black", linestyles=dashes,
                           linewidth=1.6, zorder=2.5, label=None if label in labelled else label)
                 labelled.add(label)
         if far:

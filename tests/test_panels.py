@@ -209,6 +209,8 @@ def test_the_papers_largest_over_runs_is_named_so_on_their_bars(tables):
     assert [c.get_segments()[0].tolist() for c in ax.collections] == [[[0.55, 60.0], [1.45, 60.0]],
                                                                       [[1.55, 60.0], [2.45, 60.0]]]  # S1, S2 = SH
     assert _legend(ax) == [panels.LARGEST_LABEL]
+    single = ax.hlines(0, 0, 1, linestyles="--", linewidth=1.6).get_linestyle()  # a single run's value
+    assert all(c.get_linestyle() != single for c in ax.collections[:2])  # dotted, told apart from it
     style.plt.close(fig)
 
 
