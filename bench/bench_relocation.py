@@ -64,7 +64,8 @@ def measure(out, manifest: dict) -> dict:
 def placements(out, manifest: dict) -> dict:
     """Where the enterprise workload's publishers end up against H, the broker of every
     high-rated subscriber (see the module's docstring)."""
-    scenario, base, where = manifest["scenario"], Path(manifest.get("scenario_dir") or "."), Path(out) / "manifest.json"
+    scenario, where = manifest["scenario"], Path(out) / "manifest.json"
+    base = Path(manifest.get("scenario_dir") or ".")
     graph, _ = build_topology(scenario, base, where)
     records = generated_records(scenario, graph, base, where)
     high = {r["broker"] for r in records if r["op"] == "subscribe" and r["filter"].count("],[") == 1}
@@ -122,7 +123,8 @@ def main() -> None:
     variants = {setting: SCENARIOS / f"{prefix}_{args.distribution}_{setting}.yaml"
                 for setting in args.settings.split(",")}
     if args.placements:
-        measured = lambda out, manifest: {**measure(out, manifest), **placements(out, manifest)}  # noqa: E731
+        def measured(out, manifest: dict) -> dict:
+            return {**measure(out, manifest), **placements(out, manifest)}
         print_table(compare("setting", variants, overrides, measured), COLUMNS + PLACEMENT_COLUMNS)
     else:
         print_table(compare("setting", variants, overrides, measure), COLUMNS)
