@@ -518,19 +518,21 @@ def _paper_levels(ax, panel: Panel, page: _Page) -> None:
     """The paper's value of a run over time as a dotted level in the run's colour; one more than
     ``OFF_SCALE`` times our highest is named in the legend instead."""
     shown = panel.variants or page.variants
-    levels: dict[float, str] = {}  # one level per value, in its first run's colour (S2 and SH: the paper's 2,200)
+    # one level per value, in its first shown run's colour (S2 and SH: the paper's 2,200), named by its runs
+    levels: dict[float, tuple[str, str]] = {}
     for mark in _marks_of(panel, page):
-        for run in mark.runs:
-            if run in shown:
-                levels.setdefault(mark.paper, run)
+        runs = [run for run in mark.runs if run in shown]
+        if runs:
+            named = runs[0] if len(mark.runs) == 1 else f"largest of {'/'.join(runs)}"
+            levels.setdefault(mark.paper, (runs[0], named))
     m = style.measure(panel.y)
     tallest = _highest(ax)
-    for value, run in levels.items():
+    for value, (run, named) in levels.items():
         level, look = float(m.scale(value)), {"color": page.looks[run].colour, "linestyle": ":", "linewidth": 1.6}
         if _far_above(level, tallest):  # named in the legend only, so that ours keeps the panel
-            ax.plot([], [], **look, label=f"{FAR_ABOVE_LABEL}: {run} {_valued(level, m)}")
-        else:  # each level names its run: two runs' levels differ by colour alone otherwise
-            ax.axhline(level, **look, label=f"dotted: the paper's, {run} (table below)")
+            ax.plot([], [], **look, label=f"{FAR_ABOVE_LABEL}: {named} {_valued(level, m)}")
+        else:  # each level names its runs: two runs' levels differ by colour alone otherwise
+            ax.axhline(level, **look, label=f"dotted: the paper's, {named} (table below)")
     if levels:
         ax.legend(fontsize="small", framealpha=0.85)
 

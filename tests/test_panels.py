@@ -185,6 +185,21 @@ def test_the_papers_values_are_drawn_on_the_bars_and_time_panels_of_their_column
     style.plt.close(fig)
 
 
+def test_the_papers_largest_over_runs_is_named_by_all_of_them_over_time(tables):
+    from experiments.paper_values import PaperValue
+
+    marks = (PaperValue("at most", "Fig. 6", 20.0, "pub_copies_per_s", ("S1", "S2")),)
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None, [], marks)
+    fig, ax = style.plt.subplots()
+    panel = Panel("traffic", "throughput", "pub_copies_per_s")
+    panels._time(ax, panel, panels._rows(tables, panel, RUNS), page)
+    level = ax.lines[-1]
+    assert list(level.get_ydata()) == [20.0, 20.0] and level.get_color() == page.looks["S1"].colour
+    assert [label for label in _legend(ax) if label.startswith("dotted")] == [
+        "dotted: the paper's, largest of S1/S2 (table below)"]
+    style.plt.close(fig)
+
+
 def test_a_sweep_draws_one_line_per_series_against_the_setting(tables):
     fig, ax = style.plt.subplots()
     sweep = Sweep("unsubscriptions", {"S0": ("active", 100), "S1": ("active", 200), "S2": ("selective", 100),
