@@ -36,6 +36,7 @@ A figure is a YAML file in ``experiments/figures/``:
     plots: [Delivery delay over time, ...]   # the generic report's plots shown below the panels
     paper_values:                  # the paper's stated numbers beside ours (experiments/paper_values.py)
       - {claim: ..., where: Fig. 10, paper: 0.014, ours: {y: mean_s, run: active}}
+                                   # or {from: FIGURE}: another figure's, for runs of the same labels
 
 ``run_figure`` runs the variants as a sweep (concurrent Ray tasks, ``experiments/sweep.py``)
 into ``OUT/runs/<label>`` (named ``<figure>-<label>``), reusing the runs an earlier call
@@ -247,15 +248,8 @@ def _duration(seconds: float) -> str:
 
 
 def load(name: str) -> Figure:
-    path = FIGURE_DIR / f"{name}.yaml"
-    if not path.is_file():
-        close = difflib.get_close_matches(name, names(), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(names())})"
-        raise InputError(f"figure {name!r}: no such figure{hint}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    path = _figure_file(name, f"figure {name!r}")
+    data = _read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of {', '.join(KEYS)}")
     _known_keys(data, KEYS, str(path))
@@ -264,7 +258,8 @@ def load(name: str) -> Figure:
     _check_summary(data.get("summary") or [], path)
     window, small_window = _window(data.get("window"), path)
     phases = _phases(data.get("phases") or [], path)
-    stated = paper_values.parse(data.get("paper_values") or [], list(runs), _summary_columns(), path)
+    stated = paper_values.parse(_paper_values_given(data.get("paper_values") or [], path), list(runs),
+                                _summary_columns(), path)
     return Figure(
         name, str(data.get("title", name)), str(data.get("paper", "")), str(data.get("paper_figure", "")), runs,
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
@@ -356,6 +351,37 @@ def _check_summary(columns: list, path: Path) -> None:
     unknown = [str(c) for c in columns if c not in known]
     if unknown:
         raise InputError(f"{path}: summary: unknown column(s) {', '.join(unknown)} (known: {', '.join(known)})")
+
+
+def _figure_file(name: str, where: str) -> Path:
+    path = FIGURE_DIR / f"{name}.yaml"
+    if not path.is_file():
+        close = difflib.get_close_matches(name, names(), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(names())})"
+        raise InputError(f"{where}: no such figure{hint}")
+    return path
+
+
+def _read_yaml(path: Path):
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+
+
+def _paper_values_given(given, path: Path):
+    """``paper_values`` as written, or ``{from: FIGURE}``: another figure's, for a figure whose runs
+    answer the same claims under the same labels (its own entries, not another ``from``)."""
+    if not isinstance(given, dict):
+        return given
+    if set(given) != {"from"} or not isinstance(given["from"], str):
+        raise InputError(f"{path}: paper_values: expected a list of entries or {{from: FIGURE}}")
+    source = _figure_file(given["from"], f"{path}: paper_values.from {given['from']!r}")
+    data = _read_yaml(source)
+    taken = (data.get("paper_values") or []) if isinstance(data, dict) else []
+    if not isinstance(taken, list):
+        raise InputError(f"{path}: paper_values.from: {source.name} takes its own from another figure; name that one")
+    return taken
 
 
 def _known_keys(data: dict, keys: tuple, where: str) -> None:

@@ -133,6 +133,9 @@ def test_a_figures_analysis_gets_the_driver_memory_asked_for(tmp_path, monkeypat
 def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "FIGURE_DIR", tmp_path)
     good = (PROJECT_ROOT / "experiments" / "figures" / "softlinks_dense.yaml").read_text()
+    (tmp_path / "softlinks_dense.yaml").write_text(good)  # figures whose paper_values another takes
+    (tmp_path / "takes.yaml").write_text("paper_values: {from: softlinks_dense}\n")
+    (tmp_path / "states.yaml").write_text("paper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: pop}}]\n")
     for mistake, message in ((good.replace("kind: cdf", "kind: pie", 1), "kind: expected one of"),
                              (good.replace("y: yield", "y: yeild", 1), "no unit or definition"),
                              (good.replace("summary: [", "summary: [no_column, ", 1), "unknown column(s) no_column"),
@@ -168,11 +171,25 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                                      "[S0, S9]}}]\n", "paper_values[0].ours.largest_of: no run 'S9'"),
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0, "
                                      "compare: ratio}}]\n", "paper_values[0].ours.compare: expected change or ratio"),
+                             (good + "\npaper_values: {from: softlinks_dens}\n",
+                              "paper_values.from 'softlinks_dens': no such figure; did you mean 'softlinks_dense'?"),
+                             (good + "\npaper_values: {from: softlinks_dense, too: 1}\n",
+                              "paper_values: expected a list of entries or {from: FIGURE}"),
+                             (good + "\npaper_values: {from: takes}\n", "takes.yaml takes its own from another figure"),
+                             (good + "\npaper_values: {from: states}\n", "paper_values[0].ours.run: no run 'pop'"),
                              (good + "\nsmall_runs: [S0, S9]\n", "small_runs: expected a list of two or more of"),
                              (good + "\nsmall_runs: [S0]\n", "small_runs: expected a list of two or more of")):
         (tmp_path / "bad.yaml").write_text(mistake)
         with pytest.raises(InputError, match=re.escape(message)):
             figures.load("bad")
+
+
+def test_a_figure_takes_another_figures_paper_values_by_name():
+    """relocation_random answers relocation_paper_random's five claims with runs of the same
+    labels: its file names that figure rather than copying them."""
+    taken, source = figures.load("relocation_random"), figures.load("relocation_paper_random")
+    assert len(source.paper_values) == 5 and taken.paper_values == source.paper_values
+    assert "from:" in (PROJECT_ROOT / "experiments" / "figures" / "relocation_random.yaml").read_text()
 
 
 def test_a_figure_with_small_runs_makes_only_those_test_sized():
