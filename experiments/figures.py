@@ -381,6 +381,8 @@ def _paper_values_given(given, path: Path):
     taken = (data.get("paper_values") or []) if isinstance(data, dict) else []
     if not isinstance(taken, list):
         raise InputError(f"{path}: paper_values.from: {source.name} takes its own from another figure; name that one")
+    if not taken:
+        raise InputError(f"{path}: paper_values.from: {source.name} states no paper values")
     return taken
 
 

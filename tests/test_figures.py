@@ -176,6 +176,7 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good + "\npaper_values: {from: softlinks_dense, too: 1}\n",
                               "paper_values: expected a list of entries or {from: FIGURE}"),
                              (good + "\npaper_values: {from: takes}\n", "takes.yaml takes its own from another figure"),
+                             (good + "\npaper_values: {from: softlinks_dense}\n", "softlinks_dense.yaml states no paper values"),
                              (good + "\npaper_values: {from: states}\n", "paper_values[0].ours.run: no run 'pop'"),
                              (good + "\nsmall_runs: [S0, S9]\n", "small_runs: expected a list of two or more of"),
                              (good + "\nsmall_runs: [S0]\n", "small_runs: expected a list of two or more of")):
