@@ -183,7 +183,8 @@ def draw(panels: list[Panel], tables: Path, runs: dict[str, str], title: str, pa
     variant -> a look it shares with others (the same strategy in two datasets); ``phases``:
     (label, from s, until s) stretches the time panels shade and name; ``marks``: the paper's
     values, drawn on the bars, time and sweep panels of their column (a dashed line across the
-    bar, a dotted level in the run's colour, a star at the run's setting)."""
+    bar, a dotted level in the run's colour, a star at the run's setting), and those naming a
+    category on its categories panel (a dashed line across the run's bar there)."""
     variants = list(dict.fromkeys(runs.values()))
     page = _Page(variants, style.styles(variants, looks), sweep, _core_order(tables), tuple(marks))
     shown, drawn = [], []
@@ -457,7 +458,10 @@ def _far_above(value: float, ours: float) -> bool:
 
 
 def _marks_of(panel: Panel, page: _Page) -> list:
-    return [mark for mark in page.marks if mark.y == panel.y and mark.relative_to == panel.relative_to]
+    """The paper's values a panel draws: of its column and reference; on a categories panel,
+    those naming a category (``at``), elsewhere the others."""
+    return [mark for mark in page.marks if mark.y == panel.y and mark.relative_to == panel.relative_to
+            and (mark.at is not None) == (panel.kind == "categories")]
 
 
 def _paper_bars(ax, panel: Panel, page: _Page, groups: list[list[str]], m: style.Measure, tallest: float
@@ -612,6 +616,7 @@ def _categories(ax, panel, rows, page: _Page) -> None:
                capsize=2 if errors is not None else 0, color=looks[group[0]].colour, hatch=looks[group[0]].hatch,
                edgecolor="black", linewidth=0.5,
                label=style.group_label(group) + ("" if heights[group[0]].any() else ": 0 everywhere"))
+    _paper_categories(ax, panel, page, groups, categories, width, heights)
     long = max(len(str(c)) for c in categories) > 6 or len(categories) > 8
     ax.set_xticks(np.arange(len(categories)) + 0.4 - width / 2, categories, rotation=35 if long else 0,
                   ha="right" if long else "center", fontsize="small")
@@ -623,6 +628,37 @@ def _categories(ax, panel, rows, page: _Page) -> None:
         if ax.get_yscale() != "linear":
             ax.set_ylim(top=ax.get_ylim()[1] * LOG_HEADROOM)
     ax.legend(fontsize="small", framealpha=0.85)
+
+
+def _paper_categories(ax, panel: Panel, page: _Page, groups: list[list[str]], categories: list, width: float,
+                      heights: dict[str, np.ndarray]) -> None:
+    """The paper's value of a run in a category as a dashed line across that run's bar there;
+    on a linear axis one more than ``OFF_SCALE`` times our tallest bar is written over the bar
+    instead, and on a log axis a value of 0 (the paper's "decreasing to 0") is written low."""
+    m = style.measure(panel.y)
+    tallest = max((float(m.scale(h.max())) for h in heights.values() if len(h)), default=0.0)
+    labelled = False
+    for mark in _marks_of(panel, page):
+        group = next((i for i, g in enumerate(groups) if mark.run in g), None)
+        if group is None or mark.at not in categories:
+            continue
+        x, height = categories.index(mark.at) + group * width, float(m.scale(mark.paper))
+        if panel.scale != "log" and _far_above(height, tallest):
+            _off_scale(ax, x, f"paper: {_format(height, m)} \u2191")
+        elif panel.scale == "log" and height <= 0:
+            _off_scale(ax, x, f"paper: {_format(height, m)}", at=0.05, va="bottom")
+        else:
+            ax.hlines(height, x - width / 2, x + width / 2, colors="black", linestyles="--", linewidth=1.6, zorder=2.5,
+                      label=None if labelled else PAPER_LABEL)
+            labelled = True
+
+
+def category_values(panel: Panel, tables: Path, runs: dict[str, str]) -> dict[str, dict]:
+    """Each variant's bar in each category of a categories panel, as drawn (the mean over
+    seeds; 0 where a run has none)."""
+    rows = _rows(tables, panel, runs)
+    categories = _category_order(panel, rows, _core_order(tables))
+    return {variant: {c: _category_estimate(panel, found, c)[0] for c in categories} for variant, found in rows.items()}
 
 
 def _category_estimate(panel: Panel, rows: list[dict], category) -> tuple[float, float | None]:

@@ -258,13 +258,14 @@ def load(name: str) -> Figure:
     _check_summary(data.get("summary") or [], path)
     window, small_window = _window(data.get("window"), path)
     phases = _phases(data.get("phases") or [], path)
+    panels = _panels(data.get("panels") or [], list(runs), path)
     stated = paper_values.parse(_paper_values_given(data.get("paper_values") or [], path), list(runs),
-                                _summary_columns(), path)
+                                _summary_columns(), path, tuple(p.y for p in panels if p.kind == "categories"))
     return Figure(
         name, str(data.get("title", name)), str(data.get("paper", "")), str(data.get("paper_figure", "")), runs,
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
         _setup(data.get("setup") or {}, path), [str(c) for c in data.get("summary") or []],
-        _panels(data.get("panels") or [], list(runs), path), [str(p) for p in data.get("plots") or []],
+        panels, [str(p) for p in data.get("plots") or []],
         sweep_key, sweep_label, series or None, looks or None, window, small_window, reciprocal, phases,
         tuple(stated), small_runs=_small_runs(data.get("small_runs"), list(runs), path))
 
@@ -620,14 +621,17 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
     rows = _summary_rows(figure, report, instances)
     windowed = None if window is None else Windowed(
         out / WINDOW_REPORT / "tables", _run_labels(figure, instances, window), window, _seconds(window, rows))
+    categories = _category_values(figure, report / "tables", _run_labels(figure, instances), windowed)
+    rows = [{**row, **categories.get(row["run"], {})} for row in rows]
     drawn = draw(figure.panels, report / "tables", _run_labels(figure, instances),
                  _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out, instances), windowed,
                  figure.looks, figure.phases_at(small, manifests), figure.paper_values) \
         if figure.panels else []
     summaries = [("Summary", rows)]
     if window is not None:
-        summaries = [(f"Summary over {window.phrase}",
-                      _summary_rows(figure, out / WINDOW_REPORT, instances, window)), ("Summary over whole runs", rows)]
+        over_window = [{**row, **categories.get(row["run"], {})}
+                       for row in _summary_rows(figure, out / WINDOW_REPORT, instances, window)]
+        summaries = [(f"Summary over {window.phrase}", over_window), ("Summary over whole runs", rows)]
     page = out / "figure.md"
     lines = _page_lines(figure, summaries, drawn, report, small, _seeds_line(instances), _checks_line(checks),
                         _backlog_line(checks))
@@ -637,6 +641,24 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
                               "messages' injections; runs made before manifests recorded `injected`).", ""]
     page.write_text("\n".join(lines) + "\n")
     return page
+
+
+def _category_values(figure: Figure, tables: Path, runs: dict[str, str], windowed: Windowed | None
+                     ) -> dict[str, dict[str, float]]:
+    """Variant -> the bars the paper's values name by category (``at``), as the figure's first
+    categories panel of their column draws them, keyed as ``paper_values.category_column``."""
+    from analysis.panels import category_values
+
+    wanted = [value for value in figure.paper_values if value.at is not None]
+    found: dict[str, dict[str, float]] = {}
+    for y in dict.fromkeys(value.y for value in wanted):
+        panel = next(p for p in figure.panels if p.kind == "categories" and p.y == y)
+        source = (windowed.tables, windowed.runs) if windowed is not None and panel.over_window() else (tables, runs)
+        for variant, bars in category_values(panel, *source).items():
+            for value in wanted:
+                if value.y == y and value.at in bars:
+                    found.setdefault(variant, {})[value.column] = bars[value.at]
+    return found
 
 
 def _manifests(out: Path, instances: list[Instance]) -> tuple[dict, ...]:

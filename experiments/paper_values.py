@@ -1,8 +1,10 @@
 """A figure's ``paper_values``: the numbers the paper's text states for it, each beside ours.
 
 Each entry names a claim, where the paper states it, the paper's number and where ours comes
-from: a summary column of one run, its ratio to another run's (``relative_to``), or the largest
-of several runs' (``largest_of``: the paper's "at most", "the maximum overhead"). A ratio
+from: a summary column of one run, its ratio to another run's (``relative_to``), the largest
+of several runs' (``largest_of``: the paper's "at most", "the maximum overhead"), or one run's
+bar in one category of the figure's categories panel of that column (``at``: "about 700
+messages triggered at broker A" is ``{y: triggered_messages, run: active, at: core-A}``). A ratio
 is compared as a change (the paper's "12% jump" is 1.12 and shows as +12%), so that ours / the
 paper's compares what changed, not two numbers near 1. The verdict says whether ours is within a
 factor of two of the paper's, beyond it, or goes the other way: where it is not within, the
@@ -17,7 +19,7 @@ from analysis import style
 from protocols.errors import InputError
 
 ENTRY_KEYS = ("claim", "where", "paper", "ours")
-OURS_KEYS = ("y", "run", "largest_of", "relative_to", "compare")
+OURS_KEYS = ("y", "run", "largest_of", "relative_to", "compare", "at")
 
 
 @dataclass(frozen=True)
@@ -29,23 +31,36 @@ class PaperValue:
     run: str | tuple[str, ...]  # one run, or several whose largest value the paper states ("at most 5%")
     relative_to: str | None = None
     as_ratio: bool = False  # a ratio to another run compared as it is ("9% of POP's"), not as its change
+    at: str | None = None  # a category of the figure's categories panel of ``y`` (a broker): its bar there
 
     @property
     def runs(self) -> tuple[str, ...]:
         return self.run if isinstance(self.run, tuple) else (self.run,)
 
+    @property
+    def column(self) -> str:
+        """Where the value stands in a run's row: the summary column, or ``Y at CATEGORY``
+        (``with_categories`` adds those)."""
+        return self.y if self.at is None else category_column(self.y, self.at)
+
     def ours(self, rows: dict[str, dict]) -> float | None:
         """Our value from the summary rows by run label (None where a run has none)."""
-        values = [value for run in self.runs if (value := (rows.get(run) or {}).get(self.y)) is not None]
+        values = [value for run in self.runs if (value := (rows.get(run) or {}).get(self.column)) is not None]
         value = max(values) if values else None
         if value is None or self.relative_to is None:
             return value
-        base = (rows.get(self.relative_to) or {}).get(self.y)
+        base = (rows.get(self.relative_to) or {}).get(self.column)
         return None if not base else value / base
 
 
-def parse(given, runs: list[str], known_columns: list[str], path: Path) -> list[PaperValue]:
-    """``paper_values`` of the figure file ``path``; InputError names the entry and key."""
+def category_column(y: str, category: str) -> str:
+    return f"{y} at {category}"
+
+
+def parse(given, runs: list[str], known_columns: list[str], path: Path, category_columns: tuple[str, ...] = ()
+          ) -> list[PaperValue]:
+    """``paper_values`` of the figure file ``path`` (``category_columns``: the columns of its
+    categories panels, which ``at`` may name); InputError names the entry and key."""
     if not isinstance(given, list):
         raise InputError(f"{path}: paper_values: expected a list of {{{', '.join(ENTRY_KEYS)}}} mappings")
     found = []
@@ -55,20 +70,28 @@ def parse(given, runs: list[str], known_columns: list[str], path: Path) -> list[
             raise InputError(f"{where}: expected exactly the keys {', '.join(ENTRY_KEYS)}")
         if isinstance(entry["paper"], bool) or not isinstance(entry["paper"], (int, float)):
             raise InputError(f"{where}.paper: expected a number, got {entry['paper']!r}")
-        ours = _checked_ours(entry["ours"], runs, known_columns, f"{where}.ours")
+        ours = _checked_ours(entry["ours"], runs, known_columns, category_columns, f"{where}.ours")
         largest_of = ours.get("largest_of")
         found.append(PaperValue(str(entry["claim"]), str(entry["where"]), float(entry["paper"]), ours["y"],
                                 tuple(largest_of) if largest_of else ours["run"], ours.get("relative_to"),
-                                ours.get("compare") == "ratio"))
+                                ours.get("compare") == "ratio", None if ours.get("at") is None else str(ours["at"])))
     return found
 
 
-def _checked_ours(ours, runs: list[str], known_columns: list[str], where: str) -> dict:
+def _checked_ours(ours, runs: list[str], known_columns: list[str], category_columns: tuple[str, ...], where: str
+                  ) -> dict:
     if not isinstance(ours, dict) or "y" not in ours or not set(ours) <= set(OURS_KEYS) \
             or ("run" in ours) == ("largest_of" in ours) or ("largest_of" in ours and "relative_to" in ours):
         raise InputError(f"{where}: expected {{y: SUMMARY COLUMN, run: RUN}} and optionally relative_to: RUN "
                          "(with compare: change or ratio), or {y: SUMMARY COLUMN, largest_of: [RUN, ...]}")
-    if ours["y"] not in known_columns:
+    if "at" in ours:
+        if "run" not in ours or "relative_to" in ours:
+            raise InputError(f"{where}.at: a category's value is one run's: expected {{y: COLUMN, run: RUN, at: "
+                             "CATEGORY}")
+        if ours["y"] not in category_columns:
+            raise InputError(f"{where}.y: at {ours['at']!r} needs the column of one of this figure's categories "
+                             f"panels ({', '.join(category_columns) or 'it has none'}), not {ours['y']!r}")
+    elif ours["y"] not in known_columns:
         raise InputError(f"{where}.y: unknown summary column {ours['y']!r}")
     if "compare" in ours and ("relative_to" not in ours or ours["compare"] not in ("change", "ratio")):
         raise InputError(f"{where}.compare: expected change or ratio, with relative_to")
@@ -93,7 +116,7 @@ def verdict(paper: float, ours: float | None, changes: bool) -> tuple[float | No
         return None, "agrees" if a == 0 else "differs: the paper's has no change"  # "virtually identical"
     ratio = a / b
     if ratio <= 0:
-        return ratio, "the other way" if a else "no change in ours"
+        return ratio, "the other way" if a else ("no change in ours" if changes else "none in ours")
     return ratio, "within 2x" if 0.5 <= ratio <= 2 else "differs by more than 2x"
 
 

@@ -171,6 +171,13 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                                      "[S0, S9]}}]\n", "paper_values[0].ours.largest_of: no run 'S9'"),
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0, "
                                      "compare: ratio}}]\n", "paper_values[0].ours.compare: expected change or ratio"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0, "
+                                     "at: core-A}}]\n", "at 'core-A' needs the column of one of this figure's "
+                                                        "categories panels (it has none), not 'yield'"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0, "
+                                     "relative_to: S1, at: core-A}}]\n", "at: a category's value is one run's"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, largest_of: "
+                                     "[S0, S1], at: core-A}}]\n", "at: a category's value is one run's"),
                              (good + "\npaper_values: {from: softlinks_dens}\n",
                               "paper_values.from 'softlinks_dens': no such figure; did you mean 'softlinks_dense'?"),
                              (good + "\npaper_values: {from: softlinks_dense, too: 1}\n",

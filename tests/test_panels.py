@@ -368,6 +368,57 @@ def test_where_keeps_rows_equal_to_a_value_or_to_any_of_a_list(tmp_path):
     assert list(counted.values()) == [300, 307, 573]
 
 
+def _triggered_along_the_core(tables):
+    _write(tables, "core_order", [{"run": "fig-S0", "broker": b, "position": i}
+                                  for i, b in enumerate(("core-A", "core-B", "core-E"))])
+    _write(tables, "messages_by_broker", [
+        {"run": run, "broker": broker, "kind": "sub", "triggered": n}
+        for run, counts in (("fig-S0", (700, 2000, 9000)), ("fig-S1", (90, 40, 0)), ("fig-S2", (5, 5, 5)),
+                            ("fig-SH", (5, 5, 5)))
+        for broker, n in zip(("core-A", "core-B", "core-E"), counts)])
+    return Panel("Triggered", "messages_by_broker", "triggered", kind="categories", x="broker", order="core",
+                 scale="log")
+
+
+def test_a_papers_value_at_a_category_is_drawn_across_its_runs_bar_there_and_nowhere_else(tables):
+    """"About 700 at broker A, almost 5,900 at E" (active, S0) and "decreasing to 0 at E"
+    (S1): dashed lines across S0's bars at core-A and core-E, the 0 written low (a log axis
+    has no 0); a bars panel of the same column draws none of them."""
+    from experiments.paper_values import PaperValue
+
+    panel = _triggered_along_the_core(tables)
+    marks = (PaperValue("A", "Fig. 7(d)", 700.0, "triggered", "S0", at="core-A"),
+             PaperValue("E", "Fig. 7(d)", 5900.0, "triggered", "S0", at="core-E"),
+             PaperValue("E", "Fig. 7(d)", 0.0, "triggered", "S1", at="core-E"))
+    page = panels._Page(list(RUNS.values()), style.styles(list(RUNS.values())), None,
+                        panels._core_order(tables), marks)
+    fig, (ax, bars) = style.plt.subplots(1, 2)
+    panels._categories(ax, panel, panels._rows(tables, panel, RUNS), page)
+    width = 0.8 / 3  # S0, S1, S2 = SH
+    segments = [c.get_segments()[0].tolist() for c in ax.collections if c.get_linestyle() != "solid"]
+    assert sorted(segments) == sorted([[[0 - width / 2, 700.0], [0 + width / 2, 700.0]],
+                                       [[2 - width / 2, 5900.0], [2 + width / 2, 5900.0]]])
+    (zero,) = [t for t in ax.texts if t.get_text().startswith("paper")]
+    assert zero.get_text() == "paper: 0" and zero.xy == (2 + width, 0.05)
+    assert panels.PAPER_LABEL in _legend(ax)
+    summary = Panel("Triggered", "messages_by_broker", "triggered", kind="bars")
+    panels._bars(bars, summary, panels._rows(tables, summary, RUNS), page)
+    assert not bars.collections
+    style.plt.close(fig)
+
+
+def test_category_values_are_the_bars_drawn_and_the_papers_value_reads_them(tables):
+    from experiments import paper_values
+
+    panel = _triggered_along_the_core(tables)
+    values = panels.category_values(panel, tables, RUNS)
+    assert values["S0"] == {"core-A": 700.0, "core-B": 2000.0, "core-E": 9000.0} and values["S1"]["core-E"] == 0.0
+    value = paper_values.PaperValue("E", "Fig. 7(d)", 5900.0, "triggered", "S0", at="core-E")
+    rows = {"S0": {value.column: values["S0"]["core-E"], "triggered": 1.0}}
+    assert value.column == "triggered at core-E" and value.ours(rows) == 9000.0
+    assert paper_values.verdict(value.paper, value.ours(rows), False) == (pytest.approx(9000 / 5900), "within 2x")
+
+
 @pytest.mark.parametrize("settings, scale", [((1, 4, 16, 63), "log"), ((0.001, 0.003, 0.01, 0.1), "log"),
                                              ((1, 25, 50, 75), "linear"), ((10, 30, 50, 70), "linear")])
 def test_a_sweep_axis_is_logarithmic_where_its_settings_grow_by_ratios(tables, settings, scale):
