@@ -261,6 +261,7 @@ def load(name: str) -> Figure:
     panels = _panels(data.get("panels") or [], list(runs), path)
     stated = paper_values.parse(_paper_values_given(data.get("paper_values") or [], path), list(runs),
                                 _summary_columns(), path, tuple(p.y for p in panels if p.kind == "categories"))
+    _check_categories_drawn(stated, panels, path)
     return Figure(
         name, str(data.get("title", name)), str(data.get("paper", "")), str(data.get("paper_figure", "")), runs,
         [str(s) for s in data.get("small") or []], str(data.get("small_keeps", "")).strip(),
@@ -268,6 +269,17 @@ def load(name: str) -> Figure:
         panels, [str(p) for p in data.get("plots") or []],
         sweep_key, sweep_label, series or None, looks or None, window, small_window, reciprocal, phases,
         tuple(stated), small_runs=_small_runs(data.get("small_runs"), list(runs), path))
+
+
+def _check_categories_drawn(stated, panels: list[Panel], path: Path) -> None:
+    """A paper value ``at`` a category names a run the categories panel of its column draws."""
+    for value in stated:
+        if value.at is None:
+            continue
+        panel = next(p for p in panels if p.kind == "categories" and p.y == value.y)
+        if panel.variants and value.run not in panel.variants:
+            raise InputError(f"{path}: paper_values: {value.claim!r}: run {value.run!r} is not drawn on the "
+                             f"categories panel of {value.y} (its variants: {', '.join(panel.variants)})")
 
 
 def _small_runs(given, runs: list[str], path: Path) -> tuple[str, ...]:
@@ -655,9 +667,13 @@ def _category_values(figure: Figure, tables: Path, runs: dict[str, str], windowe
         panel = next(p for p in figure.panels if p.kind == "categories" and p.y == y)
         source = (windowed.tables, windowed.runs) if windowed is not None and panel.over_window() else (tables, runs)
         for variant, bars in category_values(panel, *source).items():
-            for value in wanted:
-                if value.y == y and value.at in bars:
-                    found.setdefault(variant, {})[value.column] = bars[value.at]
+            for value in (v for v in wanted if v.y == y and v.run == variant):
+                if value.at not in bars:
+                    raise InputError(f"figure {figure.name}: paper_values: {value.claim!r}: at {value.at!r}: no such "
+                                     f"category on the panel {panel.title!r} (its categories: "
+                                     f"{', '.join(map(str, bars))}); mend the figure file and call figure again "
+                                     "(its runs are reused)")
+                found.setdefault(variant, {})[value.column] = bars[value.at]
     return found
 
 

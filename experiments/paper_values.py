@@ -31,7 +31,7 @@ class PaperValue:
     run: str | tuple[str, ...]  # one run, or several whose largest value the paper states ("at most 5%")
     relative_to: str | None = None
     as_ratio: bool = False  # a ratio to another run compared as it is ("9% of POP's"), not as its change
-    at: str | None = None  # a category of the figure's categories panel of ``y`` (a broker): its bar there
+    at: object = None  # a category of the figure's categories panel of ``y`` (a broker): its bar there
 
     @property
     def runs(self) -> tuple[str, ...]:
@@ -53,7 +53,7 @@ class PaperValue:
         return None if not base else value / base
 
 
-def category_column(y: str, category: str) -> str:
+def category_column(y: str, category) -> str:
     return f"{y} at {category}"
 
 
@@ -74,7 +74,7 @@ def parse(given, runs: list[str], known_columns: list[str], path: Path, category
         largest_of = ours.get("largest_of")
         found.append(PaperValue(str(entry["claim"]), str(entry["where"]), float(entry["paper"]), ours["y"],
                                 tuple(largest_of) if largest_of else ours["run"], ours.get("relative_to"),
-                                ours.get("compare") == "ratio", None if ours.get("at") is None else str(ours["at"])))
+                                ours.get("compare") == "ratio", ours.get("at")))
     return found
 
 
@@ -106,15 +106,18 @@ def _checked_ours(ours, runs: list[str], known_columns: list[str], category_colu
     return ours
 
 
-def verdict(paper: float, ours: float | None, changes: bool) -> tuple[float | None, str]:
+def verdict(paper: float, ours: float | None, changes: bool, ratio_as_is: bool = False) -> tuple[float | None, str]:
     """(ours / paper, in words); ``changes``: of the changes (value - 1), as for a ratio to
-    another run but one whose claim names the ratio itself."""
+    another run but one whose claim names the ratio itself; ``ratio_as_is``: a ratio to another
+    run compared as it is, which goes the other way where one is above 1 and the other below."""
     if ours is None:
         return None, "not measured"
     a, b = (ours - 1, paper - 1) if changes else (ours, paper)
-    if b == 0:
-        return None, "agrees" if a == 0 else "differs: the paper's has no change"  # "virtually identical"
+    if b == 0:  # "virtually identical"; "decreasing to 0 NRS messages at broker E"
+        return None, "agrees" if a == 0 else ("differs: the paper's has no change" if changes else "differs: the paper's is 0")
     ratio = a / b
+    if ratio_as_is and (ours - 1) * (paper - 1) < 0:  # "60% of active's time" against 1.10 of it
+        return ratio, "the other way"
     if ratio <= 0:
         return ratio, "the other way" if a else ("no change in ours" if changes else "none in ours")
     return ratio, "within 2x" if 0.5 <= ratio <= 2 else "differs by more than 2x"
@@ -140,7 +143,7 @@ _COLUMNS = [("claim", "claim", "{}"), ("where", "where in the paper", "{}"), ("p
 def _row(value: PaperValue, by_run: dict[str, dict]) -> dict:
     ours = value.ours(by_run)
     changes = value.relative_to is not None and not value.as_ratio
-    ratio, words = verdict(value.paper, ours, changes)
+    ratio, words = verdict(value.paper, ours, changes, value.relative_to is not None and value.as_ratio)
     share = value.relative_to is None and getattr(style.MEASURES.get(value.y), "percent", False)  # yield, control
     return {"claim": value.claim, "where": value.where, "paper": _shown(value.paper, changes, share),
             "ours": None if ours is None else _shown(ours, changes, share), "ratio": ratio, "verdict": words}

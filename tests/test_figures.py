@@ -136,6 +136,8 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
     (tmp_path / "softlinks_dense.yaml").write_text(good)  # figures whose paper_values another takes
     (tmp_path / "takes.yaml").write_text("paper_values: {from: softlinks_dense}\n")
     (tmp_path / "states.yaml").write_text("paper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: pop}}]\n")
+    bursts = (PROJECT_ROOT / "experiments" / "figures" / "burst_covering.yaml").read_text()
+    assert bursts.count("order: core,") == 1 and "run: packing, at: core-E}" in bursts
     for mistake, message in ((good.replace("kind: cdf", "kind: pie", 1), "kind: expected one of"),
                              (good.replace("y: yield", "y: yeild", 1), "no unit or definition"),
                              (good.replace("summary: [", "summary: [no_column, ", 1), "unknown column(s) no_column"),
@@ -186,7 +188,10 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good + "\npaper_values: {from: softlinks_dense}\n", "softlinks_dense.yaml states no paper values"),
                              (good + "\npaper_values: {from: states}\n", "paper_values[0].ours.run: no run 'pop'"),
                              (good + "\nsmall_runs: [S0, S9]\n", "small_runs: expected a list of two or more of"),
-                             (good + "\nsmall_runs: [S0]\n", "small_runs: expected a list of two or more of")):
+                             (good + "\nsmall_runs: [S0]\n", "small_runs: expected a list of two or more of"),
+                             (bursts.replace("order: core,", "order: core, variants: [lazy, active],", 1),
+                              "run 'packing' is not drawn on the categories panel of triggered_messages "
+                              "(its variants: lazy, active)")):
         (tmp_path / "bad.yaml").write_text(mistake)
         with pytest.raises(InputError, match=re.escape(message)):
             figures.load("bad")
@@ -198,6 +203,27 @@ def test_a_figure_takes_another_figures_paper_values_by_name():
     taken, source = figures.load("relocation_random"), figures.load("relocation_paper_random")
     assert len(source.paper_values) == 5 and taken.paper_values == source.paper_values
     assert "from:" in (PROJECT_ROOT / "experiments" / "figures" / "relocation_random.yaml").read_text()
+
+
+def test_a_papers_value_at_a_category_is_read_from_its_panel_into_the_rows_and_a_wrong_category_named(tmp_path):
+    """The page's table reads ``triggered at core-E`` from the categories panel's bars, per
+    variant; a category the panel does not have (core-F) is refused by name, not left "not
+    measured"."""
+    from types import SimpleNamespace
+
+    from experiments.paper_values import PaperValue
+    from tests.test_panels import RUNS, _triggered_along_the_core
+
+    panel = _triggered_along_the_core(tmp_path)
+    stated = (PaperValue("E", "Fig. 7(d)", 5900.0, "triggered", "S0", at="core-E"),
+              PaperValue("A", "Fig. 7(d)", 100.0, "triggered", "S1", at="core-A"))
+    figure = SimpleNamespace(name="bursts", paper_values=stated, panels=[panel])
+    assert figures._category_values(figure, tmp_path, RUNS, None) == {
+        "S0": {"triggered at core-E": 9000.0}, "S1": {"triggered at core-A": 90.0}}
+    figure.paper_values = (*stated, PaperValue("F", "Fig. 7(d)", 1.0, "triggered", "S2", at="core-F"))
+    with pytest.raises(InputError, match=re.escape("figure bursts: paper_values: 'F': at 'core-F': no such category "
+                                                   "on the panel 'Triggered' (its categories: core-A, core-B, core-E)")):
+        figures._category_values(figure, tmp_path, RUNS, None)
 
 
 def test_a_figure_with_small_runs_makes_only_those_test_sized():

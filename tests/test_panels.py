@@ -395,7 +395,7 @@ def test_a_papers_value_at_a_category_is_drawn_across_its_runs_bar_there_and_now
     fig, (ax, bars) = style.plt.subplots(1, 2)
     panels._categories(ax, panel, panels._rows(tables, panel, RUNS), page)
     width = 0.8 / 3  # S0, S1, S2 = SH
-    segments = [c.get_segments()[0].tolist() for c in ax.collections if c.get_linestyle() != "solid"]
+    segments = [c.get_segments()[0].tolist() for c in ax.collections if c.get_linestyle()[0][1] is not None]  # dashed
     assert sorted(segments) == sorted([[[0 - width / 2, 700.0], [0 + width / 2, 700.0]],
                                        [[2 - width / 2, 5900.0], [2 + width / 2, 5900.0]]])
     (zero,) = [t for t in ax.texts if t.get_text().startswith("paper")]
