@@ -276,10 +276,15 @@ def _check_categories_drawn(stated, panels: list[Panel], path: Path) -> None:
     for value in stated:
         if value.at is None:
             continue
-        panel = next(p for p in panels if p.kind == "categories" and p.y == value.y)
+        panel = _categories_panel(panels, value.y)
         if panel.variants and value.run not in panel.variants:
             raise InputError(f"{path}: paper_values: {value.claim!r}: run {value.run!r} is not drawn on the "
                              f"categories panel of {value.y} (its variants: {', '.join(panel.variants)})")
+
+
+def _categories_panel(panels: list[Panel], y: str) -> Panel:
+    """The categories panel a paper value ``at`` a category of column ``y`` reads and marks: the first."""
+    return next(p for p in panels if p.kind == "categories" and p.y == y)
 
 
 def _small_runs(given, runs: list[str], path: Path) -> tuple[str, ...]:
@@ -633,17 +638,17 @@ def write_page(figure: Figure, out: Path, small: bool, instances: list[Instance]
     rows = _summary_rows(figure, report, instances)
     windowed = None if window is None else Windowed(
         out / WINDOW_REPORT / "tables", _run_labels(figure, instances, window), window, _seconds(window, rows))
-    categories = _category_values(figure, report / "tables", _run_labels(figure, instances), windowed)
-    rows = [{**row, **categories.get(row["run"], {})} for row in rows]
     drawn = draw(figure.panels, report / "tables", _run_labels(figure, instances),
                  _headline(figure, rows, small), out / "figure.png", sweep_points(figure, out, instances), windowed,
                  figure.looks, figure.phases_at(small, manifests), figure.paper_values) \
         if figure.panels else []
     summaries = [("Summary", rows)]
     if window is not None:
-        over_window = [{**row, **categories.get(row["run"], {})}
-                       for row in _summary_rows(figure, out / WINDOW_REPORT, instances, window)]
-        summaries = [(f"Summary over {window.phrase}", over_window), ("Summary over whole runs", rows)]
+        summaries = [(f"Summary over {window.phrase}",
+                      _summary_rows(figure, out / WINDOW_REPORT, instances, window)), ("Summary over whole runs", rows)]
+    categories = _category_values(figure, report / "tables", _run_labels(figure, instances), windowed)
+    heading, stated = summaries[0]  # the rows the paper's values are read from gain the bars they name
+    summaries[0] = (heading, [{**row, **categories.get(row["run"], {})} for row in stated])
     page = out / "figure.md"
     lines = _page_lines(figure, summaries, drawn, report, small, _seeds_line(instances), _checks_line(checks),
                         _backlog_line(checks))
@@ -664,7 +669,7 @@ def _category_values(figure: Figure, tables: Path, runs: dict[str, str], windowe
     wanted = [value for value in figure.paper_values if value.at is not None]
     found: dict[str, dict[str, float]] = {}
     for y in dict.fromkeys(value.y for value in wanted):
-        panel = next(p for p in figure.panels if p.kind == "categories" and p.y == y)
+        panel = _categories_panel(figure.panels, y)
         source = (windowed.tables, windowed.runs) if windowed is not None and panel.over_window() else (tables, runs)
         for variant, bars in category_values(panel, *source).items():
             for value in (v for v in wanted if v.y == y and v.run == variant):

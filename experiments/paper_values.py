@@ -40,7 +40,7 @@ class PaperValue:
     @property
     def column(self) -> str:
         """Where the value stands in a run's row: the summary column, or ``Y at CATEGORY``
-        (``with_categories`` adds those)."""
+        (experiments/figures.py ``_category_values`` adds those)."""
         return self.y if self.at is None else category_column(self.y, self.at)
 
     def ours(self, rows: dict[str, dict]) -> float | None:
@@ -114,7 +114,7 @@ def verdict(paper: float, ours: float | None, changes: bool, ratio_as_is: bool =
         return None, "not measured"
     a, b = (ours - 1, paper - 1) if changes else (ours, paper)
     if b == 0:  # "virtually identical"; "decreasing to 0 NRS messages at broker E"
-        return None, "agrees" if a == 0 else ("differs: the paper's has no change" if changes else "differs: the paper's is 0")
+        return None, "agrees" if a == 0 else "differs: the paper's " + ("has no change" if changes else "is 0")
     ratio = a / b
     if ratio_as_is and (ours - 1) * (paper - 1) < 0:  # "60% of active's time" against 1.10 of it
         return ratio, "the other way"
@@ -143,7 +143,7 @@ _COLUMNS = [("claim", "claim", "{}"), ("where", "where in the paper", "{}"), ("p
 def _row(value: PaperValue, by_run: dict[str, dict]) -> dict:
     ours = value.ours(by_run)
     changes = value.relative_to is not None and not value.as_ratio
-    ratio, words = verdict(value.paper, ours, changes, value.relative_to is not None and value.as_ratio)
+    ratio, words = verdict(value.paper, ours, changes, value.as_ratio)
     share = value.relative_to is None and getattr(style.MEASURES.get(value.y), "percent", False)  # yield, control
     return {"claim": value.claim, "where": value.where, "paper": _shown(value.paper, changes, share),
             "ours": None if ours is None else _shown(ours, changes, share), "ratio": ratio, "verdict": words}
