@@ -8,7 +8,8 @@ messages triggered at broker A" is ``{y: triggered_messages, run: active, at: co
 is compared as a change (the paper's "12% jump" is 1.12 and shows as +12%), so that ours / the
 paper's compares what changed, not two numbers near 1. The verdict says whether ours is within a
 factor of two of the paper's, beyond it, or goes the other way: where it is not within, the
-page's setup table or RESULTS must say why (the project's rule for differences over 2x).
+page's setup table or RESULTS must say why (the project's rule for differences over 2x); an
+entry's optional ``why`` puts the measured cause beside its verdict on the page.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from analysis import style
 from protocols.errors import InputError
 
 ENTRY_KEYS = ("claim", "where", "paper", "ours")
+OPTIONAL_KEYS = ("why",)
 OURS_KEYS = ("y", "run", "largest_of", "relative_to", "compare", "at")
 
 
@@ -32,6 +34,7 @@ class PaperValue:
     relative_to: str | None = None
     as_ratio: bool = False  # a ratio to another run compared as it is ("9% of POP's"), not as its change
     at: object = None  # a category of the figure's categories panel of ``y`` (a broker): its bar there
+    why: str = ""  # the measured cause of a difference, shown beside the verdict
 
     @property
     def runs(self) -> tuple[str, ...]:
@@ -66,15 +69,17 @@ def parse(given, runs: list[str], known_columns: list[str], path: Path, category
     found = []
     for i, entry in enumerate(given):
         where = f"{path}: paper_values[{i}]"
-        if not isinstance(entry, dict) or set(entry) != set(ENTRY_KEYS):
-            raise InputError(f"{where}: expected exactly the keys {', '.join(ENTRY_KEYS)}")
+        if not isinstance(entry, dict) or not set(ENTRY_KEYS) <= set(entry) <= set(ENTRY_KEYS + OPTIONAL_KEYS):
+            raise InputError(f"{where}: expected exactly the keys {', '.join(ENTRY_KEYS)} (and optionally why)")
+        if not isinstance(entry.get("why", "-"), str) or not entry.get("why", "-").strip():
+            raise InputError(f"{where}.why: expected the cause in words, got {entry['why']!r}")
         if isinstance(entry["paper"], bool) or not isinstance(entry["paper"], (int, float)):
             raise InputError(f"{where}.paper: expected a number, got {entry['paper']!r}")
         ours = _checked_ours(entry["ours"], runs, known_columns, category_columns, f"{where}.ours")
         largest_of = ours.get("largest_of")
         found.append(PaperValue(str(entry["claim"]), str(entry["where"]), float(entry["paper"]), ours["y"],
                                 tuple(largest_of) if largest_of else ours["run"], ours.get("relative_to"),
-                                ours.get("compare") == "ratio", ours.get("at")))
+                                ours.get("compare") == "ratio", ours.get("at"), entry.get("why", "").strip()))
     return found
 
 
@@ -144,6 +149,8 @@ def _row(value: PaperValue, by_run: dict[str, dict]) -> dict:
     ours = value.ours(by_run)
     changes = value.relative_to is not None and not value.as_ratio
     ratio, words = verdict(value.paper, ours, changes, value.as_ratio)
+    if value.why:
+        words += f" ({value.why})"
     share = value.relative_to is None and getattr(style.MEASURES.get(value.y), "percent", False)  # yield, control
     return {"claim": value.claim, "where": value.where, "paper": _shown(value.paper, changes, share),
             "ours": None if ours is None else _shown(ours, changes, share), "ratio": ratio, "verdict": words}
