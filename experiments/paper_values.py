@@ -9,7 +9,8 @@ is compared as a change (the paper's "12% jump" is 1.12 and shows as +12%), so t
 paper's compares what changed, not two numbers near 1. The verdict says whether ours is within a
 factor of two of the paper's, beyond it, or goes the other way: where it is not within, the
 page's setup table or RESULTS must say why (the project's rule for differences over 2x); an
-entry's optional ``why`` puts the measured cause beside its verdict on the page.
+entry's optional ``why`` puts the measured cause after such a verdict on the page (not after
+"within 2x", which a test-sized run of the same figure may reach).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from protocols.errors import InputError
 
 ENTRY_KEYS = ("claim", "where", "paper", "ours")
 OPTIONAL_KEYS = ("why",)
+AGREEING = ("agrees", "within 2x")  # verdicts that need no cause: an entry's why is not shown beside them
 OURS_KEYS = ("y", "run", "largest_of", "relative_to", "compare", "at")
 
 
@@ -34,7 +36,7 @@ class PaperValue:
     relative_to: str | None = None
     as_ratio: bool = False  # a ratio to another run compared as it is ("9% of POP's"), not as its change
     at: object = None  # a category of the figure's categories panel of ``y`` (a broker): its bar there
-    why: str = ""  # the measured cause of a difference, shown beside the verdict
+    why: str = ""  # the measured cause of a difference, shown after a verdict that is not within 2x
 
     @property
     def runs(self) -> tuple[str, ...]:
@@ -149,8 +151,8 @@ def _row(value: PaperValue, by_run: dict[str, dict]) -> dict:
     ours = value.ours(by_run)
     changes = value.relative_to is not None and not value.as_ratio
     ratio, words = verdict(value.paper, ours, changes, value.as_ratio)
-    if value.why:
-        words += f" ({value.why})"
+    if value.why and words not in AGREEING:
+        words += f"; cause: {value.why}"
     share = value.relative_to is None and getattr(style.MEASURES.get(value.y), "percent", False)  # yield, control
     return {"claim": value.claim, "where": value.where, "paper": _shown(value.paper, changes, share),
             "ours": None if ours is None else _shown(ours, changes, share), "ratio": ratio, "verdict": words}

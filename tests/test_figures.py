@@ -167,6 +167,8 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                               "paper_values[0]: expected exactly the keys claim, where, paper, ours"),
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0}, "
                                      "why: ' '}]\n", "paper_values[0].why: expected the cause in words"),
+                             (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0}, "
+                                     "why: 5}]\n", "paper_values[0].why: expected the cause in words, got 5"),
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, largest_of: "
                                      "[S0, S1], relative_to: S2}}]\n", "paper_values[0].ours: expected {y: SUMMARY"),
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, largest_of: "

@@ -38,7 +38,8 @@ def test_the_table_takes_ours_from_the_summary_rows():
               PaperValue("delay at most", "Fig. 6", 0.06, "mean_s", ("F5", "F10", "F25")),
               PaperValue("yield", "Table 2", 0.5, "yield", "F5"),
               PaperValue("9% of F5's", "Sec. 5", 0.09, "mean_s", "F10", "F5", as_ratio=True),
-              PaperValue("delay, explained", "Fig. 11", 0.01, "mean_s", "F5", why="the queue at E")]
+              PaperValue("delay, explained", "Fig. 11", 0.01, "mean_s", "F5", why="the queue at E"),
+              PaperValue("delay, explained but within", "Fig. 11", 0.04, "mean_s", "F5", why="the queue at E")]
     rows = [{"run": "F5", "mean_covering_set": 100.0, "mean_s": 0.05, "yield": 0.75},
             {"run": "F10", "mean_covering_set": 125.0, "mean_s": 0.04}]
     lines = table(values, rows).splitlines()
@@ -48,5 +49,6 @@ def test_the_table_takes_ours_from_the_summary_rows():
     assert lines[5] == "| delay at most | Fig. 6 | 0.06 | 0.05 | 0.83 | within 2x |"  # the largest of F5 and F10
     assert lines[6] == "| yield | Table 2 | 50.0% | 75.0% | 1.50 | within 2x |"  # a share in percent
     assert lines[7] == "| 9% of F5's | Sec. 5 | 0.09 | 0.8 | 8.89 | differs by more than 2x |"  # not -91% against -20%
-    assert lines[8] == "| delay, explained | Fig. 11 | 0.01 | 0.05 | 5.00 | differs by more than 2x (the queue at E) |"
+    assert lines[8] == "| delay, explained | Fig. 11 | 0.01 | 0.05 | 5.00 | differs by more than 2x; cause: the queue at E |"
+    assert lines[9] == "| delay, explained but within | Fig. 11 | 0.04 | 0.05 | 1.25 | within 2x |"  # no cause shown
     assert lines[-1].endswith("where the claim names a ratio (\"9% of POP's\"), the ratios.")
