@@ -13,6 +13,10 @@
     python bench/burst_counters.py load RUN --from SECONDS --to SECONDS
         per core broker over a window: messages arriving by kind with their mean service time,
         and the work arriving as a share of the window (above 100%: more than it can serve)
+    python bench/burst_counters.py queue RUN [--broker BROKER]
+        the messages waiting at the longest queue the broker had (by default: the longest any core
+        broker had): by kind, with their mean service time and the time to serve them all, and how
+        many of them the run ended before serving
     python bench/burst_counters.py tables RUN --at SECONDS [--at SECONDS ...]
         each core broker's routing-table size at the last sample at or before each time
 
@@ -87,8 +91,8 @@ def triggered(args) -> None:
     sent = Counter(senders)
     for broker in _core_brokers(args.run):
         from_whom = Counter(s for r, s in zip(receivers, senders) if r == broker)
-        print(f"{broker}: received {sum(from_whom.values()):,} ({', '.join(f'{s} {n:,}' for s, n in from_whom.most_common())}); "
-              f"sent {sent[broker]:,}")
+        senders_here = ", ".join(f"{s} {n:,}" for s, n in from_whom.most_common())
+        print(f"{broker}: received {sum(from_whom.values()):,} ({senders_here}); sent {sent[broker]:,}")
 
 
 def load(args) -> None:
@@ -99,6 +103,24 @@ def load(args) -> None:
         parts = [f"{k} {np.sum(here & (kind == k)):,} x {service_ms[here & (kind == k)].mean():.1f} ms"
                  for k in KINDS if np.any(here & (kind == k))]
         print(f"{core}: {', '.join(parts)}; work arriving {service_ms[here].sum() / window_ms:.0%} of the window")
+
+
+def queue(args) -> None:
+    where = (pc.field("broker") == args.broker) if args.broker else pc.field("broker").isin(_core_brokers(args.run))
+    m = _table(args.run, "messages", ["broker", "kind", "t_arrive_us", "t_start_us", "t_end_us", "queue_len"], where)
+    peak = pc.index(m["queue_len"], pc.max(m["queue_len"])).as_py()
+    broker, t_peak = m["broker"][peak].as_py(), m["t_arrive_us"][peak].as_py()
+    here = m.filter(pc.equal(m["broker"], broker))
+    arrive = here["t_arrive_us"].to_numpy()
+    start = here["t_start_us"].to_numpy(zero_copy_only=False).astype(float)  # NaN: never served
+    waiting = (arrive < t_peak) & ~(start < t_peak)  # arrived before the peak's arrival, not served by then
+    served = waiting & ~np.isnan(start)
+    end = here["t_end_us"].to_numpy(zero_copy_only=False).astype(float)
+    kind, service_ms = np.array(here["kind"].to_pylist())[served], (end - start)[served] / 1e3
+    parts = [f"{k} {np.sum(kind == k):,} x {service_ms[kind == k].mean():.1f} ms" for k in np.unique(kind)]
+    print(f"{broker}: {m['queue_len'][peak].as_py():,} queued at {t_peak / 1e6:,.0f} s; of those served by the end "
+          f"({', '.join(parts)}): {service_ms.mean():.1f} ms a message, {service_ms.sum() / 1e3:,.0f} s in all; "
+          f"{np.sum(waiting & np.isnan(start)):,} never served")
 
 
 def tables(args) -> None:
@@ -115,11 +137,14 @@ def tables(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, needs_window in (("work", False), ("wait", True), ("triggered", None), ("load", True), ("tables", None)):
+    for name, needs_window in (("work", False), ("wait", True), ("triggered", None), ("load", True), ("queue", None),
+                               ("tables", None)):
         command = commands.add_parser(name)
         command.add_argument("run")
         if name in ("work", "wait"):
             command.add_argument("--broker", default="core-E")
+        if name == "queue":
+            command.add_argument("--broker")
         if needs_window is not None:
             command.add_argument("--from", dest="start", type=float, required=True)
         if needs_window:
@@ -129,7 +154,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "wait" and args.end is None:
         args.end = args.start + 120.0
-    {"work": work, "wait": wait, "triggered": triggered, "load": load, "tables": tables}[args.command](args)
+    handlers = {"work": work, "wait": wait, "triggered": triggered, "load": load, "queue": queue, "tables": tables}
+    handlers[args.command](args)
 
 
 if __name__ == "__main__":
