@@ -72,7 +72,7 @@ def parse(given, runs: list[str], known_columns: list[str], path: Path, category
     for i, entry in enumerate(given):
         where = f"{path}: paper_values[{i}]"
         if not isinstance(entry, dict) or not set(ENTRY_KEYS) <= set(entry) <= set(ENTRY_KEYS + OPTIONAL_KEYS):
-            raise InputError(f"{where}: expected exactly the keys {', '.join(ENTRY_KEYS)} (and optionally why)")
+            raise InputError(f"{where}: expected the keys {', '.join(ENTRY_KEYS)} and no others but why")
         if not isinstance(entry.get("why", "-"), str) or not entry.get("why", "-").strip():
             raise InputError(f"{where}.why: expected the cause in words, got {entry['why']!r}")
         if isinstance(entry["paper"], bool) or not isinstance(entry["paper"], (int, float)):

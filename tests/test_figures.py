@@ -164,7 +164,7 @@ def test_a_figure_file_with_a_mistake_is_refused(tmp_path, monkeypatch):
                              (good + "\npaper_values: [{claim: c, where: w, paper: lots, ours: {y: yield, run: S0}}]\n",
                               "paper_values[0].paper: expected a number, got 'lots'"),
                              (good + "\npaper_values: [{claim: c, paper: 2, ours: {y: yield, run: S0}}]\n",
-                              "paper_values[0]: expected exactly the keys claim, where, paper, ours"),
+                              "paper_values[0]: expected the keys claim, where, paper, ours and no others but why"),
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0}, "
                                      "why: ' '}]\n", "paper_values[0].why: expected the cause in words"),
                              (good + "\npaper_values: [{claim: c, where: w, paper: 2, ours: {y: yield, run: S0}, "
