@@ -73,15 +73,16 @@ def parse(given, runs: list[str], known_columns: list[str], path: Path, category
         where = f"{path}: paper_values[{i}]"
         if not isinstance(entry, dict) or not set(ENTRY_KEYS) <= set(entry) <= set(ENTRY_KEYS + OPTIONAL_KEYS):
             raise InputError(f"{where}: expected the keys {', '.join(ENTRY_KEYS)} and no others but why")
-        if not isinstance(entry.get("why", "-"), str) or not entry.get("why", "-").strip():
-            raise InputError(f"{where}.why: expected the cause in words, got {entry['why']!r}")
+        why = entry.get("why", "")
+        if "why" in entry and (not isinstance(why, str) or not why.strip()):
+            raise InputError(f"{where}.why: expected the cause in words, got {why!r}")
         if isinstance(entry["paper"], bool) or not isinstance(entry["paper"], (int, float)):
             raise InputError(f"{where}.paper: expected a number, got {entry['paper']!r}")
         ours = _checked_ours(entry["ours"], runs, known_columns, category_columns, f"{where}.ours")
         largest_of = ours.get("largest_of")
         found.append(PaperValue(str(entry["claim"]), str(entry["where"]), float(entry["paper"]), ours["y"],
                                 tuple(largest_of) if largest_of else ours["run"], ours.get("relative_to"),
-                                ours.get("compare") == "ratio", ours.get("at"), entry.get("why", "").strip()))
+                                ours.get("compare") == "ratio", ours.get("at"), why.strip()))
     return found
 
 
