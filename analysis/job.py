@@ -39,11 +39,14 @@ from analysis.report import write_report  # noqa: E402
 from analysis.runs import Run, RunError, check_runs, local_frame, read_tables, same_tables  # noqa: E402
 
 SMALL_RUN_EVENTS = 2_000_000  # below this many events over all runs, the small-run settings
+# or many small runs (a figure's test-sized ones): none above the first, all together below the second
+MANY_SMALL_RUNS = (100_000, 8_000_000)
 SMALL_RUN_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
 # for the driver JVM where it starts (spark-submit's command line, see analysis/submit.py)
 # C1 alone would also shrink the JIT's code cache to 48 MB, which a job of a few hundred small runs
 # fills ("Out of space in CodeCache"): it keeps the default size of tiered compilation
 SMALL_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+UNDRAWN = ("queue_per_broker",)  # tables a report writes but neither plots nor pages read
 SMALL_RUN_QUERIES_AT_ONCE = 3  # a query on little data keeps one core busy planning, the other idle
 
 
@@ -176,12 +179,17 @@ def analyse_runs(spark, runs: list[Run], out: Path, bucket: float | None = None)
 def is_small(runs) -> bool:
     """Whether the runs are small enough that the JVM warming up and per-stage overhead, not
     the data, take the time: then the driver JVM compiles with C1 only (``SMALL_RUN_JAVA_OPTIONS``)
-    on a smaller heap, and queries shuffle into one partition without adaptive planning, several
-    at once (bench/RESULTS.md). A run counts once however many reports list it (whole and over
-    a window) and under however many names (``same_tables``)."""
+    on a smaller heap, queries shuffle into one partition without adaptive planning, several
+    at once, and the per-broker queues are collected once rather than written by Spark per report
+    (bench/RESULTS.md). A run counts once however many reports list it (whole and over
+    a window) and under however many names (``same_tables``). Many runs of under 100,000 events
+    each count as small up to 8 million in all: there each query's time is per run and per stage,
+    not per row (bench/RESULTS.md, "The test suite on two cores", session 55)."""
     same = same_tables(runs)
     distinct = {str(run.path): run for run in runs if run.label not in same}
-    return sum(int(run.manifest.get("events") or 0) for run in distinct.values()) < SMALL_RUN_EVENTS
+    events = [int(run.manifest.get("events") or 0) for run in distinct.values()]
+    largest, most = MANY_SMALL_RUNS
+    return sum(events) < SMALL_RUN_EVENTS or (max(events, default=0) < largest and sum(events) < most)
 
 
 def spark_session(small: bool = False, driver_memory: str | None = None):
@@ -238,7 +246,11 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
         start("load_over_time", metrics.load_over_time(tables, width))
         start("drops", metrics.drops(tables))
         queues = metrics.queue_per_broker(tables)
-        queue_files = [pool.submit(_write_queue_per_broker, queues, report, same) for report in reports]
+        if small:  # one query, written per report with the other tables: a Spark write per report cost more
+            start("queue_per_broker", queues)
+            queue_files = []
+        else:
+            queue_files = [pool.submit(_write_queue_per_broker, queues, report, same) for report in reports]
         arrivals = metrics.queue_at_arrivals(tables).cache()
         start("queue_at_arrivals", arrivals)
         peaks = metrics.queue_peaks(tables, arrivals, width).cache()
@@ -300,8 +312,8 @@ def _with_same(table: pa.Table, same: dict[str, str], runs: list[Run]) -> pa.Tab
 
 
 def _write_queue_per_broker(queues, report: Report, same: dict[str, str]) -> None:
-    """``tables/queue_per_broker`` of ``report`` (large: written by Spark, never collected);
-    a run computed under another's name takes that run's rows."""
+    """``tables/queue_per_broker`` of ``report`` (large: written by Spark, never collected,
+    unless the job is small); a run computed under another's name takes that run's rows."""
     from pyspark.sql import functions as F
 
     names = [(same.get(run.label, run.label), run.label) for run in report.runs]
@@ -340,7 +352,8 @@ def _write(report: Report, tables: dict[str, pa.Table], orders: dict[str, list[s
         folder = report.out / "tables" / name
         folder.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, folder / "part-0.parquet")
-        rows[name] = table.to_pylist()
+        if name not in UNDRAWN:
+            rows[name] = table.to_pylist()
     mine = {label: orders[label] for label in labels if label in orders}
     _write_core_order(mine, report.out)
     wanted = PLOTS if report.plots is True else report.plots or ()

@@ -579,10 +579,36 @@ def test_a_run_counts_once_towards_the_small_run_settings(tmp_path, monkeypatch)
     events = json.loads((tmp_path / "run" / "manifest.json").read_text())["events"]
     whole = check_runs([tmp_path / "run", tmp_path / "linked"])
     windowed = [replace(r, label=f"{r.label} [from 1 s]", window=Window(1.0)) for r in whole]
+    monkeypatch.setattr(job, "MANY_SMALL_RUNS", (0, 0))
     monkeypatch.setattr(job, "SMALL_RUN_EVENTS", events + 1)
     assert job.is_small(whole + windowed)
     monkeypatch.setattr(job, "SMALL_RUN_EVENTS", events)
     assert not job.is_small(whole[:1])
+    # many runs each small count as small beyond SMALL_RUN_EVENTS (a figure's test-sized runs), up to a total
+    monkeypatch.setattr(job, "MANY_SMALL_RUNS", (events + 1, events + 1))
+    assert job.is_small(whole + windowed)
+    monkeypatch.setattr(job, "MANY_SMALL_RUNS", (events + 1, events))
+    assert not job.is_small(whole)
+    monkeypatch.setattr(job, "MANY_SMALL_RUNS", (events, 10 * events))
+    assert not job.is_small(whole)
+
+
+def test_the_per_broker_queues_are_the_same_written_by_spark_or_collected(tmp_path, spark_session):
+    """A large job writes ``queue_per_broker`` with Spark, per report; a small one collects it
+    once and writes each report's rows with the other tables: the same rows either way."""
+    from analysis import job
+
+    slow = "runtime.costs={name: slow, base: {default: 50000}}"  # 50 ms a message: queues at the samples
+    run(resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=20s", slow]), tmp_path / "run", progress=False)
+    for small in (True, False):
+        listing = [{"out": str(tmp_path / f"small-{small}"), "runs": [str(tmp_path / "run")], "plots": False}]
+        job.analyse(spark_session, job.reports_listed(listing, WHOLE_RUN, 5), small=small)
+    collected, written = (_metric(tmp_path / f"small-{small}", "queue_per_broker") for small in (True, False))
+    columns = ["run", "t_s", "broker"]
+    assert len(collected) == len(written) > 20 * 30 and (collected.queue_len > 0).sum() > 50
+    pd.testing.assert_frame_equal(collected.sort_values(columns).reset_index(drop=True),
+                                  written.sort_values(columns).reset_index(drop=True))
+    spark_session.catalog.clearCache()
 
 
 def test_a_file_spark_lists_is_found_its_runs_table_folder_however_the_folder_was_given():
