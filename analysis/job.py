@@ -351,6 +351,8 @@ def _write(report: Report, tables: dict[str, pa.Table], orders: dict[str, list[s
     for name, table in tables.items():
         folder = report.out / "tables" / name
         folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.iterdir():  # an earlier analysis's, Spark's part files among them
+            stale.unlink()
         pq.write_table(table, folder / "part-0.parquet")
         if name not in UNDRAWN:
             rows[name] = table.to_pylist()

@@ -179,7 +179,7 @@ def queue_over_time(t: dict) -> DataFrame:
 
 
 def queue_per_broker(t: dict) -> DataFrame:
-    """Every broker's queue at every sample, with its role (large: written, plotted for core only)."""
+    """Every broker's queue at every sample, with its role (large: written, not plotted)."""
     return (_with_roles(t["samples"], t)
             .select("run", (F.col("t_us") / US).alias("t_s"), "broker", "role", "queue_len"))
 

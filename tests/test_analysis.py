@@ -591,19 +591,30 @@ def test_a_run_counts_once_towards_the_small_run_settings(tmp_path, monkeypatch)
     assert not job.is_small(whole)
     monkeypatch.setattr(job, "MANY_SMALL_RUNS", (events, 10 * events))
     assert not job.is_small(whole)
+    # two runs: each must be under the first bound, their sum under the second
+    run(resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=3s"]), tmp_path / "other", progress=False)
+    both = whole + check_runs([tmp_path / "other"])
+    total = events + json.loads((tmp_path / "other" / "manifest.json").read_text())["events"]
+    monkeypatch.setattr(job, "MANY_SMALL_RUNS", (events + 1, total + 1))
+    assert job.is_small(both)
+    monkeypatch.setattr(job, "MANY_SMALL_RUNS", (events + 1, total))
+    assert not job.is_small(both)
 
 
 def test_the_per_broker_queues_are_the_same_written_by_spark_or_collected(tmp_path, spark_session):
     """A large job writes ``queue_per_broker`` with Spark, per report; a small one collects it
-    once and writes each report's rows with the other tables: the same rows either way."""
+    once and writes each report's rows with the other tables: the same rows either way, and a
+    small job into a large one's report leaves none of Spark's files behind."""
     from analysis import job
 
     slow = "runtime.costs={name: slow, base: {default: 50000}}"  # 50 ms a message: queues at the samples
     run(resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=20s", slow]), tmp_path / "run", progress=False)
-    for small in (True, False):
-        listing = [{"out": str(tmp_path / f"small-{small}"), "runs": [str(tmp_path / "run")], "plots": False}]
+    listing = [{"out": str(tmp_path / "report"), "runs": [str(tmp_path / "run")], "plots": False}]
+    tables = []
+    for small in (False, True):
         job.analyse(spark_session, job.reports_listed(listing, WHOLE_RUN, 5), small=small)
-    collected, written = (_metric(tmp_path / f"small-{small}", "queue_per_broker") for small in (True, False))
+        tables.append(_metric(tmp_path / "report", "queue_per_broker"))
+    written, collected = tables
     columns = ["run", "t_s", "broker"]
     assert len(collected) == len(written) > 20 * 30 and (collected.queue_len > 0).sum() > 50
     pd.testing.assert_frame_equal(collected.sort_values(columns).reset_index(drop=True),
