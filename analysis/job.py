@@ -46,8 +46,8 @@ SMALL_RUN_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.e
 # C1 alone would also shrink the JIT's code cache to 48 MB, which a job of a few hundred small runs
 # fills ("Out of space in CodeCache"): it keeps the default size of tiered compilation
 SMALL_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
-UNDRAWN = ("queue_per_broker",)  # tables a report writes but neither plots nor pages read
 SMALL_RUN_QUERIES_AT_ONCE = 3  # a query on little data keeps one core busy planning, the other idle
+UNDRAWN = ("queue_per_broker",)  # tables a report writes but neither plots nor pages read
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -182,9 +182,9 @@ def is_small(runs) -> bool:
     on a smaller heap, queries shuffle into one partition without adaptive planning, several
     at once, and the per-broker queues are collected once rather than written by Spark per report
     (bench/RESULTS.md). A run counts once however many reports list it (whole and over
-    a window) and under however many names (``same_tables``). Many runs of under 100,000 events
-    each count as small up to 8 million in all: there each query's time is per run and per stage,
-    not per row (bench/RESULTS.md, "The test suite on two cores", session 55)."""
+    a window) and under however many names (``same_tables``). Many runs each small count as small
+    up to a total (``MANY_SMALL_RUNS``): there each query's time is per run and per stage, not per
+    row (bench/RESULTS.md, "The test suite on two cores", session 55)."""
     same = same_tables(runs)
     distinct = {str(run.path): run for run in runs if run.label not in same}
     events = [int(run.manifest.get("events") or 0) for run in distinct.values()]
