@@ -56,7 +56,7 @@ class QueryEngine(IndexStorage):
         however few cells this index reaches (the cost model charges for the former).
         """
         self._reencode_strings()
-        attributes = self._attributes
+        attributes, columns = self._attributes, self._columns
         bounds, probed = [], []  # bounds: (attribute id, lo, hi, bits) per probe, flattened
         cells, unknown = 0, False
         fewest = fewest_rank = None  # the probe a query-side question's candidates come from
@@ -67,7 +67,7 @@ class QueryEngine(IndexStorage):
                 continue
             low, low_open, high, high_open = query_bounds
             flags = kernels.cell_bits(low_open, high_open, probe_residual)
-            places, size, shared = attribute.probed(test, query)
+            places, size, shared = attribute.probed(test, query, columns.place_size)
             cells += size
             probe = (size, places, low, high, flags)
             probed.append(probe)
@@ -81,14 +81,14 @@ class QueryEngine(IndexStorage):
         if target is None:
             for _, places, low, high, flags in probed:
                 for place in places:
-                    if place.access.size:
-                        segments += self._segment(place.access, low, high, flags)
+                    if columns.size[2 * place]:
+                        segments += self._segment(2 * place, low, high, flags)
         elif probed and not unknown:
             counting = cells < self._verify_cost(fewest[0], len(probed))
             for _, places, low, high, flags in probed if counting else (fewest,):
                 for place in places:
-                    for column in (place.access, place.others):
-                        if column.size:
+                    for column in (2 * place, 2 * place + 1):  # its access and other cells
+                        if columns.size[column]:
                             segments += self._segment(column, low, high, flags)
             if counting:
                 return self._layout(segments, bounds) + (fewest[0], True)
@@ -101,7 +101,7 @@ class QueryEngine(IndexStorage):
         """``_plan`` of a publication's ``points`` (attribute, type, code, value): each
         attribute's interval place and the bucket of its value, access cells only."""
         self._reencode_strings()
-        attributes = self._attributes
+        attributes, place_size, column_size = self._attributes, self._columns.place_size, self._columns.size
         segments, bounds = [], []
         cells = 0
         for attr, type_, code, value in points:
@@ -109,11 +109,10 @@ class QueryEngine(IndexStorage):
             if attribute is None:
                 continue
             for place in (attribute.interval, attribute.buckets.get(value) if attribute.buckets else None):
-                if place is not None and place.size:
-                    cells += place.size
-                    access = place.access
-                    if access.size:
-                        segments += self._segment(access, code, code, 0)
+                if place is not None and place_size[place]:
+                    cells += place_size[place]
+                    if column_size[2 * place]:  # its access cells
+                        segments += self._segment(2 * place, code, code, 0)
             bounds += (attribute.id, code, code, 0)
         self._count("match", cells)
         candidates = sum(segments[1::7])

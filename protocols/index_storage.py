@@ -312,41 +312,44 @@ class _Conditions:
         return true
 
 
-class _Column:
-    """Cells of one attribute in a segment of the column arena (a cell's offset in it is
-    kept per line of its slot's row, in ``FilterIndex._offsets``).
+class _Columns:
+    """Every column of one index, by number, in parallel lists: a table's places and columns
+    run to hundreds of thousands, and as objects they made most of a checkpoint's pickling
+    (bench/LOG.md). A place is where the cells of one (attribute, type), or of one equality
+    value of it, go: place ``p``'s column ``2p`` holds the entries' access cells there (see
+    ``FilterIndex``), column ``2p + 1`` their other cells.
 
-    A large numeric interval column keeps its first ``sorted`` cells ordered by lower bound,
-    with block summaries in ``FilterIndex._blocks`` under the key ``blocks`` (see
-    ``kernels._candidates``); cells added since are after them, and a sorted cell removed
-    stays in place, dead (slot -1), until the column is sorted again (``FilterIndex._sort``).
-    ``size`` counts every cell in the segment, dead ones too."""
+    A column's cells are a segment of the arena (from ``start``, room for ``capacity``), its
+    ``size`` cells counting dead ones; a cell's offset in it is kept per line of its slot's
+    row, in ``FilterIndex._offsets``. A large numeric interval column keeps its first
+    ``sorted`` cells ordered by lower bound, with block summaries in ``FilterIndex._blocks``
+    under the key ``blocks`` (-1: none; see ``kernels._candidates``); cells added since are
+    after them, and a sorted cell removed stays in place, dead (slot -1, counted in
+    ``dead``), until the column is sorted again (``FilterIndex._sort``)."""
 
-    __slots__ = ("start", "capacity", "size", "place", "sorted", "dead", "blocks")
+    FIELDS = ("start", "capacity", "size", "sorted", "dead", "blocks")
+    __slots__ = FIELDS + ("place_size", "place_attribute")
 
-    def __init__(self, place: "_Place") -> None:
-        self.start = self.capacity = self.size = 0
-        self.sorted = self.dead = 0
-        self.blocks = -1
-        self.place = place
+    def __init__(self) -> None:
+        for name in self.FIELDS:
+            setattr(self, name, [])
+        self.place_size: list[int] = []  # cells in both of a place's columns
+        self.place_attribute: list[_Attribute] = []
 
+    def new_place(self, attribute: "_Attribute") -> int:
+        for name in self.FIELDS:
+            getattr(self, name).extend((-1, -1) if name == "blocks" else (0, 0))
+        self.place_size.append(0)
+        self.place_attribute.append(attribute)
+        return len(self.place_size) - 1
 
-class _Place:
-    """Where the cells of one (attribute, type), or of one equality value of it, go: a column
-    for the entries' access cells (see ``FilterIndex``) and one for their other cells."""
-
-    __slots__ = ("access", "others", "size", "attribute")
-
-    def __init__(self, attribute: "_Attribute") -> None:
-        self.access = _Column(self)
-        self.others = _Column(self)
-        self.size = 0  # cells in both columns
-        self.attribute = attribute
+    def __len__(self) -> int:
+        return len(self.start)
 
 
 class _Attribute:
-    """The places of one (attribute, type): its interval cells, and a bucket of equality cells
-    per value."""
+    """The places of one (attribute, type), by number (see ``_Columns``): its interval cells,
+    and a bucket of equality cells per value."""
 
     __slots__ = ("id", "interval", "buckets", "values", "cells", "numeric")
 
@@ -354,30 +357,17 @@ class _Attribute:
         self.id = attr_id
         self.numeric = numeric  # its interval columns may be sorted (string codes get renumbered)
         self.cells = 0  # in all its places
-        self.interval = _Place(self)
-        self.buckets: dict[object, _Place] = {}
+        self.interval = -1  # its interval place (the index gives it one)
+        self.buckets: dict[object, int] = {}
         self.values: list = []  # the buckets' values, sorted
 
-    def place(self, point) -> _Place:
-        """The place of a constraint with this equality value (None: an interval)."""
-        if point is None:
-            return self.interval
-        bucket = self.buckets.get(point)
-        if bucket is None:
-            bucket = self.buckets[point] = _Place(self)
-            bisect.insort(self.values, point)
-        return bucket
-
-    def places(self) -> list[_Place]:
-        return [self.interval, *self.buckets.values()]
-
-    def probed(self, test: int, query) -> tuple[list[_Place], int, bool]:
+    def probed(self, test: int, query, place_size: list[int]) -> tuple[list[int], int, bool]:
         """The non-empty places a probe with the Constraint ``query`` must scan, their cells,
         and whether the query's equality value is one nearly every entry shares (its bucket
         holds half of the attribute's cells or more): the interval cells, plus the buckets
         whose value can pass (a publication's point probes: ``FilterIndex._plan_match``)."""
         interval = self.interval
-        cells = interval.size
+        cells = place_size[interval]
         places = [interval] if cells else []
         buckets = self.buckets
         shared = False
@@ -385,16 +375,16 @@ class _Attribute:
             point = query.point
             if point is not None or test == kernels.CONTAINS:  # only the point's bucket
                 bucket = None if point is None else buckets.get(point)
-                if bucket is not None and bucket.size:
+                if bucket is not None and place_size[bucket]:
                     places.append(bucket)
-                    cells += bucket.size
-                    shared = 2 * bucket.size >= self.cells
+                    cells += place_size[bucket]
+                    shared = 2 * place_size[bucket] >= self.cells
             else:
                 for value in self._values_within(query):
                     bucket = buckets[value]
-                    if bucket.size:
+                    if place_size[bucket]:
                         places.append(bucket)
-                        cells += bucket.size
+                        cells += place_size[bucket]
         return places, cells, shared
 
     def _values_within(self, c: Constraint) -> list:
@@ -415,6 +405,7 @@ class IndexStorage:
         self._encoded_version = self.vocabulary.version  # the codes its cells hold
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         self._arena = _Arena()
+        self._columns = _Columns()
         self._blocks = _Lines(2)  # per sorted column (its key): (greatest hi, least hi) of each block of cells
         self._block_keys: list[int] = []  # keys of _blocks no column holds
         self._block_key_count = 0  # keys ever used
@@ -426,7 +417,7 @@ class IndexStorage:
         self._slots = 0  # slots ever used
         self._filters: list[Filter | None] = []
         self._residual_constraints: list[tuple | None] = []  # per slot: its (attr, Constraint) with residuals
-        self._columns_of: list[list[_Column] | None] = []  # per slot: the columns holding its cells
+        self._columns_of: list[list[int] | None] = []  # per slot: the columns holding its cells
         self._slot_of: dict[Key, int] = {}  # an entry's slot
         self._parts: dict[int, tuple[int, ...]] = {}  # a disjunctive entry's slot -> its disjuncts' slots
         self._owner = np.zeros(8, np.int64)  # per slot: the entry's slot (a part's entry; else itself)
@@ -491,6 +482,7 @@ class IndexStorage:
         constraints = f.constraints
         places, row = [], []
         access = rank = None
+        place_size = self._columns.place_size
         empty = False
         for c in constraints.values():
             if c.type == STRING:  # a renumbering here re-encodes the cells before the next query
@@ -500,13 +492,14 @@ class IndexStorage:
         for attr, _, (lo, lo_open, hi, hi_open), _, c in self.vocabulary.probes(f):
             attribute = self._attribute(attr, c.type)
             point = c.point
-            place = attribute.place(point)
+            place = self._place(attribute, point)
             places.append(place)
             # the access cell: the smallest selective bucket of the entry's equality values
             # (one holding under half of its attribute's cells) if it has any, else its
             # smallest interval place, else its smallest bucket: the cells a probe is least
             # likely to pass
-            place_rank = (point is None or 2 * place.size >= attribute.cells, point is not None, place.size)
+            size = place_size[place]
+            place_rank = (point is None or 2 * size >= attribute.cells, point is not None, size)
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank
             empty |= c.empty
@@ -517,8 +510,9 @@ class IndexStorage:
             self._unsat_slots.add(slot)
         # the row in attribute order, so that a question about a few attributes finds their
         # cells in a wide row by bisection (kernels._verify_sparse)
-        order = sorted(range(len(places)), key=lambda j: places[j].attribute.id)
-        columns = self._columns_of[slot] = [places[j].access if places[j] is access else places[j].others for j in order]
+        place_attribute = self._columns.place_attribute
+        order = sorted(range(len(places)), key=lambda j: place_attribute[places[j]].id)
+        columns = self._columns_of[slot] = [2 * places[j] + (places[j] != access) for j in order]
         row = [value for j in order for value in row[3 * j : 3 * j + 3]]
         offsets = [self._append(column, slot, j, row[3 * j], row[3 * j + 1], int(row[3 * j + 2]) & 7)
                    for j, column in enumerate(columns)]
@@ -580,61 +574,78 @@ class IndexStorage:
         attribute = self._attributes.get((attr, type_))
         if attribute is None:
             attribute = self._attributes[attr, type_] = _Attribute(len(self._attributes), type_ == NUMERIC)
+            attribute.interval = self._columns.new_place(attribute)
             if attribute.id == len(self._query_set):
                 for name in ("_query_set", "_query_lo", "_query_hi", "_query_bits"):
                     old = getattr(self, name)
                     setattr(self, name, _grown(old, 2 * len(old), len(old)))
         return attribute
 
-    def _append(self, column: _Column, slot: int, line: int, lo: float, hi: float, bits: int) -> int:
+    def _place(self, attribute: _Attribute, point) -> int:
+        """The place of a constraint of ``attribute`` with this equality value (None: an interval)."""
+        if point is None:
+            return attribute.interval
+        bucket = attribute.buckets.get(point)
+        if bucket is None:
+            bucket = attribute.buckets[point] = self._columns.new_place(attribute)
+            bisect.insort(attribute.values, point)
+        return bucket
+
+    def _append(self, column: int, slot: int, line: int, lo: float, hi: float, bits: int) -> int:
         """Add the cell of line ``line`` of ``slot``'s row to ``column``; its offset there."""
-        if column.size == column.capacity:
+        columns = self._columns
+        offset = columns.size[column]
+        if offset == columns.capacity[column]:
             self._relocate(column)
         arena = self._arena
-        offset = column.size
-        i = column.start + offset
+        i = columns.start[column] + offset
         arena.slots[i], arena.lo[i], arena.hi[i], arena.bits[i], arena.line[i] = slot, lo, hi, bits, line
-        column.size += 1
-        place = column.place
-        place.size += 1
-        place.attribute.cells += 1
+        columns.size[column] = offset + 1
+        place = column >> 1
+        columns.place_size[place] += 1
+        columns.place_attribute[place].cells += 1
         return offset
 
-    def _remove(self, column: _Column, slot: int, line: int) -> None:
-        offsets = self._offsets
+    def _remove(self, column: int, slot: int, line: int) -> None:
+        offsets, columns = self._offsets, self._columns
         offset = int(offsets.flat[offsets.start[slot] + line])
-        last = column.size - 1
+        last = columns.size[column] - 1
         arena = self._arena
-        if offset < column.sorted:  # a sorted cell dies in place
-            arena.slots[column.start + offset] = -1
-            column.dead += 1
+        start = columns.start[column]
+        if offset < columns.sorted[column]:  # a sorted cell dies in place
+            arena.slots[start + offset] = -1
+            columns.dead[column] += 1
         else:
             if offset != last:  # the column's last cell takes the freed place
-                i, j = column.start + offset, column.start + last
+                i, j = start + offset, start + last
                 moved = arena.slots[i] = arena.slots[j]
                 moved_line = arena.line[i] = arena.line[j]
                 arena.lo[i], arena.hi[i], arena.bits[i] = arena.lo[j], arena.hi[j], arena.bits[j]
                 offsets.flat[offsets.start[moved] + moved_line] = offset
-            column.size = last
-        place = column.place
-        place.size -= 1
-        place.attribute.cells -= 1
+            columns.size[column] = last
+        place = column >> 1
+        columns.place_size[place] -= 1
+        columns.place_attribute[place].cells -= 1
 
-    def _keep_sorted(self, columns: list[_Column]) -> None:
-        """Sort those of ``columns`` (just changed) that are large numeric interval columns
+    def _keep_sorted(self, changed: list[int]) -> None:
+        """Sort those of the ``changed`` columns that are large numeric interval columns
         and have no sorted cells yet, or more cells unsorted or dead than an eighth of them."""
-        for column in columns:
-            if column.sorted:
-                if 8 * (column.size - column.sorted + column.dead) > column.sorted:
+        columns = self._columns
+        for column in changed:
+            ordered = columns.sorted[column]
+            if ordered:
+                if 8 * (columns.size[column] - ordered + columns.dead[column]) > ordered:
                     self._sort(column)
-            elif column.size >= SORTED_COLUMN and column.place.attribute.numeric \
-                    and column.place is column.place.attribute.interval:
-                self._sort(column)
+            elif columns.size[column] >= SORTED_COLUMN:
+                attribute = columns.place_attribute[column >> 1]
+                if attribute.numeric and column >> 1 == attribute.interval:
+                    self._sort(column)
 
-    def _sort(self, column: _Column) -> None:
+    def _sort(self, column: int) -> None:
         """Order a column's live cells by lower bound and summarise them per block; a column
         under half of ``SORTED_COLUMN`` cells keeps them unsorted."""
-        arena, start, size = self._arena, column.start, column.size
+        columns, arena = self._columns, self._arena
+        start, size = columns.start[column], columns.size[column]
         live = start + np.flatnonzero(arena.slots[start : start + size] >= 0)
         order = live[np.argsort(arena.lo[live], kind="stable")] if len(live) >= SORTED_COLUMN // 2 else live
         end = start + len(order)
@@ -643,18 +654,18 @@ class IndexStorage:
             values[start:end] = values[order]
         offsets = self._offsets
         offsets.flat[offsets.start[arena.slots[start:end]] + arena.line[start:end]] = np.arange(len(order))
-        column.size, column.dead = len(order), 0
-        if column.blocks >= 0:
-            self._blocks.release(column.blocks)
-            self._block_keys.append(column.blocks)
-            column.blocks = -1
-        column.sorted = len(order) if len(order) >= SORTED_COLUMN // 2 else 0
-        if column.sorted:
-            column.blocks = self._block_keys.pop() if self._block_keys else self._new_block_key()
-            firsts = np.arange(0, column.sorted, kernels.BLOCK)
+        columns.size[column], columns.dead[column] = len(order), 0
+        if columns.blocks[column] >= 0:
+            self._blocks.release(columns.blocks[column])
+            self._block_keys.append(columns.blocks[column])
+            columns.blocks[column] = -1
+        ordered = columns.sorted[column] = len(order) if len(order) >= SORTED_COLUMN // 2 else 0
+        if ordered:
+            key = columns.blocks[column] = self._block_keys.pop() if self._block_keys else self._new_block_key()
+            firsts = np.arange(0, ordered, kernels.BLOCK)
             hi = arena.hi[start:end]
             summaries = np.column_stack([np.maximum.reduceat(hi, firsts), np.minimum.reduceat(hi, firsts)])
-            self._blocks.store(column.blocks, summaries.ravel())
+            self._blocks.store(key, summaries.ravel())
 
     def _new_block_key(self) -> int:
         key = self._block_key_count
@@ -663,35 +674,33 @@ class IndexStorage:
             self._blocks.grow_slots(2 * key)
         return key
 
-    def _segment(self, column: _Column, lo: float, hi: float, bits: int) -> tuple:
+    def _segment(self, column: int, lo: float, hi: float, bits: int) -> tuple:
         """The kernel's description of ``column`` probed with a query bound (see ``kernels._candidates``)."""
-        block0 = self._blocks.start[column.blocks] if column.sorted else 0
-        return column.start, column.size, lo, hi, bits, column.sorted, block0
+        columns = self._columns
+        ordered = columns.sorted[column]
+        block0 = self._blocks.start[columns.blocks[column]] if ordered else 0
+        return columns.start[column], columns.size[column], lo, hi, bits, ordered, block0
 
-    def _relocate(self, column: _Column) -> None:
+    def _relocate(self, column: int) -> None:
         """Give a full column twice the room at the arena's end."""
-        arena = self._arena
-        old_start, old_capacity = column.start, column.capacity
-        column.capacity = max(8, 2 * old_capacity)
-        column.start = arena.allocate(column.capacity)
+        columns, arena = self._columns, self._arena
+        old_start, old_capacity = columns.start[column], columns.capacity[column]
+        columns.capacity[column] = max(8, 2 * old_capacity)
+        columns.start[column] = arena.allocate(columns.capacity[column])
         if old_capacity:
-            arena.move(old_start, column.size, column.start)
+            arena.move(old_start, columns.size[column], columns.start[column])
             arena.garbage += old_capacity
             if arena.garbage > arena.used // 2:
                 self._compact()
 
     def _compact(self) -> None:
         """Copy every column into a fresh arena, leaving room to grow, dropping garbage."""
-        old, new = self._arena, _Arena()
-        for column in self._all_columns():
-            start = new.allocate(column.capacity)
-            new.copy(old, column.start, column.size, start)
-            column.start = start
+        columns, old, new = self._columns, self._arena, _Arena()
+        for column in range(len(columns)):
+            start = new.allocate(columns.capacity[column])
+            new.copy(old, columns.start[column], columns.size[column], start)
+            columns.start[column] = start
         self._arena = new
-
-    def _all_columns(self) -> list[_Column]:
-        return [column for attribute in self._attributes.values() for place in attribute.places()
-                for column in (place.access, place.others)]
 
     def _encode_residuals(self, residual: tuple) -> list[float]:
         """The residual lines of an entry's residual constraints, flattened: one per excluded
@@ -718,7 +727,7 @@ class IndexStorage:
             for j, (column, (_, c)) in enumerate(zip(self._columns_of[slot], constraints)):
                 if c.type == STRING:
                     lo, _, hi, _ = self.vocabulary.bounds(c)
-                    i = column.start + self._offsets.flat[self._offsets.start[slot] + j]
+                    i = self._columns.start[column] + self._offsets.flat[self._offsets.start[slot] + j]
                     arena.lo[i], arena.hi[i] = lo, hi
                     lines[rows.start[slot] + j, :2] = lo, hi
         self._encoded_version = self.vocabulary.version

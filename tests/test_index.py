@@ -248,9 +248,8 @@ def test_sorted_columns_answer_exactly_through_churn():
                 live[next_key] = draw()
                 index.add(next_key, live[next_key])
                 next_key += 1
-        columns = [c for a in index._attributes.values() for p in a.places() for c in (p.access, p.others)]
-        sorted_seen = max([sorted_seen] + [c.sorted for c in columns])
-        dead_seen = max([dead_seen] + [c.dead for c in columns])
+        sorted_seen = max([sorted_seen, *index._columns.sorted])
+        dead_seen = max([dead_seen, *index._columns.dead])
         for _ in range(6):
             q = draw()
             assert sorted(index.covering(q)) == sorted(k for k, f in live.items() if covers(f, q))
