@@ -75,21 +75,17 @@ class FilterIndex(QueryEngine):
         that also checks their residual conditions and groups them (see ``Match``): the
         groups of a routing table are last hops, and ``exclude`` the one the publication came
         from."""
-        segments, bounds, candidates = self._plan_match(self.vocabulary.points(publication))
-        if not candidates:
-            return Match(np.zeros(0, np.int64), [], np.zeros(0, np.int64))
-        slots, local = np.empty(candidates, np.int64), np.empty(candidates, np.int64)
-        groups = np.empty(len(self._group_seen), np.int64)
-        arena, rows, residual_lines = self._arena, self._rows, self._residual_lines
-        found, checks, grouped, locals_ = kernels.match(
-            arena.slots, arena.lo, arena.hi, arena.bits, segments, self._blocks.lines,
+        points = self._match_points(self.vocabulary.points(publication))
+        arena, rows, residual_lines, columns = self._arena, self._rows, self._residual_lines, self._columns
+        slots, groups, local, checks, cells = kernels.match(
+            points, *columns.views, self._blocks.start, arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines,
             rows.lines, rows.start, rows.length, residual_lines.lines, residual_lines.start, residual_lines.length,
-            self._conditions.evaluate(publication.items), bounds,
-            self._query_set, self._query_lo, self._query_hi, self._query_bits, self._slot_marks,
-            self._owner, self._group, exclude, self._group_seen, slots, groups, local,
+            self._conditions.evaluate(publication.items), self._query_set, self._query_lo, self._query_hi,
+            self._query_bits, self._slot_marks, self._owner, self._group, exclude, self._group_seen,
         )
+        self._count("match", cells)
         self.work.residual_checks += checks
-        return Match(slots[:found], groups[:grouped].tolist(), local[:locals_])
+        return Match(slots, groups.tolist(), local)
 
     def covering(self, f: Filter) -> list[Key]:
         """Keys of the entries that cover ``f`` (for a disjunction: every disjunct of ``f`` is

@@ -97,28 +97,19 @@ class QueryEngine(IndexStorage):
             return None, None, 0, False
         return self._layout(segments, bounds) + (candidates, False)
 
-    def _plan_match(self, points):
-        """``_plan`` of a publication's ``points`` (attribute, type, code, value): each
-        attribute's interval place and the bucket of its value, access cells only."""
+    def _match_points(self, points) -> np.ndarray:
+        """A publication's ``points`` (attribute, type, code, value) as ``kernels.match`` plans
+        them: per attribute the table knows, (attribute id, code, interval place, the place of
+        the value's bucket or -1)."""
         self._reencode_strings()
-        attributes, place_size, column_size = self._attributes, self._columns.place_size, self._columns.size
-        segments, bounds = [], []
-        cells = 0
+        attributes = self._attributes
+        known = []
         for attr, type_, code, value in points:
             attribute = attributes.get((attr, type_))
-            if attribute is None:
-                continue
-            for place in (attribute.interval, attribute.buckets.get(value) if attribute.buckets else None):
-                if place is not None and place_size[place]:
-                    cells += place_size[place]
-                    if column_size[2 * place]:  # its access cells
-                        segments += self._segment(2 * place, code, code, 0)
-            bounds += (attribute.id, code, code, 0)
-        self._count("match", cells)
-        candidates = sum(segments[1::7])
-        if not candidates:
-            return None, None, 0
-        return self._layout(segments, bounds) + (candidates,)
+            if attribute is not None:
+                buckets = attribute.buckets
+                known += (attribute.id, code, attribute.interval, buckets.get(value, -1) if buckets else -1)
+        return np.array(known, np.float64).reshape(-1, 4)
 
     @staticmethod
     def _layout(segments: list, bounds: list) -> tuple[np.ndarray, np.ndarray]:

@@ -4,6 +4,7 @@ entry's row of cells, its slot, key and filter, and the table's upkeep as entrie
 go (columns kept sorted, arenas compacted, strings re-encoded)."""
 from __future__ import annotations
 
+import array
 import bisect
 import itertools
 from dataclasses import dataclass, fields
@@ -313,11 +314,12 @@ class _Conditions:
 
 
 class _Columns:
-    """Every column of one index, by number, in parallel lists: a table's places and columns
+    """Every column of one index, by number, in parallel arrays: a table's places and columns
     run to hundreds of thousands, and as objects they made most of a checkpoint's pickling
-    (bench/LOG.md). A place is where the cells of one (attribute, type), or of one equality
-    value of it, go: place ``p``'s column ``2p`` holds the entries' access cells there (see
-    ``FilterIndex``), column ``2p + 1`` their other cells.
+    (bench/LOG.md); as arrays, matching reads them in the kernel (``kernels.match``). A place
+    is where the cells of one (attribute, type), or of one equality value of it, go: place
+    ``p``'s column ``2p`` holds the entries' access cells there (see ``FilterIndex``), column
+    ``2p + 1`` their other cells.
 
     A column's cells are a segment of the arena (from ``start``, room for ``capacity``), its
     ``size`` cells counting dead ones; a cell's offset in it is kept per line of its slot's
@@ -328,23 +330,48 @@ class _Columns:
     ``dead``), until the column is sorted again (``FilterIndex._sort``)."""
 
     FIELDS = ("start", "capacity", "size", "sorted", "dead", "blocks")
-    __slots__ = FIELDS + ("place_size", "place_attribute")
+    __slots__ = FIELDS + ("place_size", "place_attribute", "views")
 
     def __init__(self) -> None:
-        for name in self.FIELDS:
-            setattr(self, name, [])
-        self.place_size: list[int] = []  # cells in both of a place's columns
         self.place_attribute: list[_Attribute] = []
+        self._resize(8)
+
+    def _resize(self, places: int) -> None:
+        """Room for ``places`` places. The fields are ``array.array``s (twice as fast to read
+        from Python as numpy's) that the kernel reads through numpy ``views`` of the same
+        memory; they grow by copying, as a viewed array cannot grow in place."""
+        sizes = dict.fromkeys(self.FIELDS, 2 * places) | {"place_size": places}
+        for name, size in sizes.items():
+            old = getattr(self, name, array.array("q"))
+            new = array.array("q", bytes(8 * size))
+            new[: len(old)] = old
+            if name == "blocks":
+                new[len(old) :] = array.array("q", [-1]) * (size - len(old))
+            setattr(self, name, new)
+        self._view()
+
+    def _view(self) -> None:
+        # in the order ``kernels.match`` takes them
+        self.views = tuple(np.frombuffer(getattr(self, name), np.int64)
+                           for name in ("place_size", "start", "size", "sorted", "blocks"))
+
+    def __getstate__(self) -> dict:  # without the views (pickled, they would be copies)
+        return {name: getattr(self, name) for name in self.__slots__ if name != "views"}
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._view()
 
     def new_place(self, attribute: "_Attribute") -> int:
-        for name in self.FIELDS:
-            getattr(self, name).extend((-1, -1) if name == "blocks" else (0, 0))
-        self.place_size.append(0)
+        place = len(self.place_attribute)
+        if place == len(self.place_size):
+            self._resize(2 * place)
         self.place_attribute.append(attribute)
-        return len(self.place_size) - 1
+        return place
 
     def __len__(self) -> int:
-        return len(self.start)
+        return 2 * len(self.place_attribute)
 
 
 class _Attribute:
@@ -365,7 +392,7 @@ class _Attribute:
         """The non-empty places a probe with the Constraint ``query`` must scan, their cells,
         and whether the query's equality value is one nearly every entry shares (its bucket
         holds half of the attribute's cells or more): the interval cells, plus the buckets
-        whose value can pass (a publication's point probes: ``FilterIndex._plan_match``)."""
+        whose value can pass (a publication's point probes: ``kernels.match``)."""
         interval = self.interval
         cells = place_size[interval]
         places = [interval] if cells else []
@@ -482,7 +509,6 @@ class IndexStorage:
         constraints = f.constraints
         places, row = [], []
         access = rank = None
-        place_size = self._columns.place_size
         empty = False
         for c in constraints.values():
             if c.type == STRING:  # a renumbering here re-encodes the cells before the next query
@@ -498,7 +524,7 @@ class IndexStorage:
             # (one holding under half of its attribute's cells) if it has any, else its
             # smallest interval place, else its smallest bucket: the cells a probe is least
             # likely to pass
-            size = place_size[place]
+            size = self._columns.place_size[place]  # (read anew: a new place may grow the array)
             place_rank = (point is None or 2 * size >= attribute.cells, point is not None, size)
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank

@@ -267,19 +267,57 @@ def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, fla
     return found
 
 
-@njit(cache=True, nogil=True)
-def match(slots, lo, hi, bits, segments, blocks, rows, row_start, row_len, residuals, residual_start, residual_len,
-          condition_true, bounds, query_set, query_lo, query_hi, query_bits, marks, owner, group, exclude,
-          group_seen, out_slots, out_groups, out_local):
-    """The entries matching a publication (``bounds``: one point per attribute), in slot order.
-    A disjunctive entry's disjuncts have slots of their own, ``owner`` maps them to the
-    entry's slot (every other slot to itself): an entry matches once, whichever disjuncts do.
+@njit(cache=True, nogil=True, inline="always")
+def _match_plan(points, place_size, column_start, column_size, column_sorted, column_blocks, block_start):
+    """A publication's probes: ``points`` rows are (attribute id, value, interval place,
+    bucket place or -1) of its attributes the table knows (see ``index_storage._Columns``). Returns
+    the access columns' segments (as ``query`` takes them), the bounds (one point per
+    attribute), how many cells the probed places hold (the work counted) and how many
+    candidates the segments can give."""
+    segments = np.empty((2 * len(points), 7))
+    bounds = np.empty((len(points), 4))
+    n, cells, candidates = 0, 0, 0
+    for k in range(len(points)):
+        value = points[k, 1]
+        bounds[k, 0], bounds[k, 1], bounds[k, 2], bounds[k, 3] = points[k, 0], value, value, 0.0
+        for j in (2, 3):
+            place = int(points[k, j])
+            if place < 0 or not place_size[place]:
+                continue
+            cells += place_size[place]
+            column = 2 * place  # its access cells
+            size = column_size[column]
+            if size:
+                ordered = column_sorted[column]
+                segments[n, 0], segments[n, 1], segments[n, 2], segments[n, 3] = column_start[column], size, value, value
+                segments[n, 4], segments[n, 5] = 0.0, ordered
+                segments[n, 6] = block_start[column_blocks[column]] if ordered else 0
+                n += 1
+                candidates += size
+    return segments[:n], bounds, cells, candidates
 
-    Returns (matching entries, residual checks, groups, local entries): the first three
-    counts fill ``out_slots``, ``out_groups`` (ascending) and ``out_local``. A residual check is
+
+@njit(cache=True, nogil=True)
+def match(points, place_size, column_start, column_size, column_sorted, column_blocks, block_start,
+          slots, lo, hi, bits, blocks, rows, row_start, row_len, residuals, residual_start, residual_len,
+          condition_true, query_set, query_lo, query_hi, query_bits, marks, owner, group, exclude, group_seen):
+    """The entries matching a publication, in slot order: its probes are planned here from
+    ``points`` and the table's places and columns (``_match_plan``). A disjunctive entry's
+    disjuncts have slots of their own, ``owner`` maps them to the entry's slot (every other
+    slot to itself): an entry matches once, whichever disjuncts do.
+
+    Returns (matching entries' slots, their distinct groups ascending but ``exclude``, the
+    local ones (group -1), residual checks, cells of the probed places). A residual check is
     an entry whose intervals hold and that has residual lines (what a scalar re-check costs).
     ``group_seen`` (per group) and ``marks`` (per slot) are scratch, all zero between calls.
     """
+    segments, bounds, cells, candidates = _match_plan(points, place_size, column_start, column_size,
+                                                      column_sorted, column_blocks, block_start)
+    out_slots = np.empty(candidates, np.int64)
+    out_local = np.empty(candidates, np.int64)
+    out_groups = np.empty(len(group_seen), np.int64)
+    if not candidates:
+        return out_slots, out_groups[:0], out_local, 0, cells
     _load_bounds(bounds, query_set, query_lo, query_hi, query_bits)
     candidates = _candidates(POINT, slots, lo, hi, bits, segments, blocks, marks, out_slots)
     found = 0
@@ -331,7 +369,7 @@ def match(slots, lo, hi, bits, segments, blocks, rows, row_start, row_len, resid
             group_seen[g] = 0
             out_groups[groups] = g
             groups += 1
-    return found, checks, groups, local
+    return out_slots[:found], out_groups[:groups], out_local[:local], checks, cells
 
 
 @njit(cache=True, nogil=True)
