@@ -161,6 +161,20 @@ def test_cached_encodings_do_not_travel_between_processes():
     assert pickle.loads(pickle.dumps(f)).encoded is None
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(any_filters(), min_size=1, max_size=30), st.lists(any_filters(), min_size=1, max_size=30),
+       st.lists(publications(), min_size=1, max_size=4))
+def test_an_unpickled_table_keeps_answering_exactly_as_it_grows(before, after, pubs):
+    """A table restored from a checkpoint matches through views of its own column arrays:
+    a restored table that read copies instead would miss the entries added after it."""
+    index = pickle.loads(pickle.dumps(_table(before)))
+    for key, f in enumerate(after, start=len(before)):
+        index.add(key, f)
+    entries = before + after
+    for pub in pubs:
+        assert index.matching(pub) == [k for k, f in enumerate(entries) if matches(f, pub)]
+
+
 def test_work_counters_grow_with_table_size():
     pub = parse_publication("[x,5]")
     small, large = FilterIndex(), FilterIndex()
