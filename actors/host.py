@@ -158,7 +158,8 @@ class BrokerHost:
             self.engine = self._new_engine(spec)
         else:
             with collections_paused():
-                state = pickle.loads(snapshot) if isinstance(snapshot, bytes) else self.writer.run_dir.read_pickle(snapshot)
+                state = (pickle.loads(snapshot) if isinstance(snapshot, bytes)
+                         else self.writer.run_dir.read_pickle(snapshot))
             epoch, self.window_number, self.busy_s, self.waiting_s, self.behind_s, self.engine = state
             self.engine.writer = self.writer
         self.writer.discard_after(epoch)

@@ -289,8 +289,8 @@ def _match_plan(points, place_size, column_start, column_size, column_sorted, co
             size = column_size[column]
             if size:
                 ordered = column_sorted[column]
-                segments[n, 0], segments[n, 1], segments[n, 2], segments[n, 3] = column_start[column], size, value, value
-                segments[n, 4], segments[n, 5] = 0.0, ordered
+                segments[n, 0], segments[n, 1], segments[n, 5] = column_start[column], size, ordered
+                segments[n, 2], segments[n, 3], segments[n, 4] = value, value, 0.0
                 segments[n, 6] = block_start[column_blocks[column]] if ordered else 0
                 n += 1
                 candidates += size
