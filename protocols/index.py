@@ -76,6 +76,9 @@ class FilterIndex(QueryEngine):
         groups of a routing table are last hops, and ``exclude`` the one the publication came
         from."""
         points = self._match_points(self.vocabulary.points(publication))
+        if not len(points):  # no attribute the table knows: no probe, and no kernel call to pay for
+            self._count("match", 0)
+            return Match(np.zeros(0, np.int64), [], np.zeros(0, np.int64))
         arena, rows, residual_lines, columns = self._arena, self._rows, self._residual_lines, self._columns
         slots, groups, local, checks, cells = kernels.match(
             points, *columns.views, self._blocks.start, arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines,
