@@ -315,8 +315,8 @@ class _Conditions:
 
 class _Columns:
     """Every column of one index, by number, in parallel arrays: a table's places and columns
-    run to hundreds of thousands, and as objects they made most of a checkpoint's pickling
-    (bench/LOG.md); as arrays, matching reads them in the kernel (``kernels.match``). A place
+    run to hundreds of thousands, and as objects (with its attributes) they were most of a
+    checkpoint's pickling time (bench/LOG.md); as arrays, matching reads them in the kernel (``kernels.match``). A place
     is where the cells of one (attribute, type), or of one equality value of it, go: place
     ``p``'s column ``2p`` holds the entries' access cells there (see ``FilterIndex``), column
     ``2p + 1`` their other cells.
@@ -388,7 +388,7 @@ class _Attribute:
         self.buckets: dict[object, int] = {}
         self.values: list = []  # the buckets' values, sorted
 
-    def probed(self, test: int, query, place_size: list[int]) -> tuple[list[int], int, bool]:
+    def probed(self, test: int, query, place_size: array.array) -> tuple[list[int], int, bool]:
         """The non-empty places a probe with the Constraint ``query`` must scan, their cells,
         and whether the query's equality value is one nearly every entry shares (its bucket
         holds half of the attribute's cells or more): the interval cells, plus the buckets
@@ -538,13 +538,13 @@ class IndexStorage:
         # cells in a wide row by bisection (kernels._verify_sparse)
         place_attribute = self._columns.place_attribute
         order = sorted(range(len(places)), key=lambda j: place_attribute[places[j]].id)
-        columns = self._columns_of[slot] = [2 * places[j] + (places[j] != access) for j in order]
+        row_columns = self._columns_of[slot] = [2 * places[j] + (places[j] != access) for j in order]
         row = [value for j in order for value in row[3 * j : 3 * j + 3]]
         offsets = [self._append(column, slot, j, row[3 * j], row[3 * j + 1], int(row[3 * j + 2]) & 7)
-                   for j, column in enumerate(columns)]
+                   for j, column in enumerate(row_columns)]
         self._rows.store(slot, row)
         self._offsets.store(slot, offsets)
-        self._keep_sorted(columns)
+        self._keep_sorted(row_columns)
         if residual:
             for attr, c in residual:
                 self._conditions.hold(attr, c)
@@ -560,12 +560,12 @@ class IndexStorage:
 
     def _release(self, slot: int) -> None:
         """Drop ``slot``'s cells and per-slot state; the slot becomes free."""
-        columns = self._columns_of[slot]
-        for j, column in enumerate(columns):
+        row_columns = self._columns_of[slot]
+        for j, column in enumerate(row_columns):
             self._remove(column, slot, j)
         self._rows.release(slot)
         self._offsets.release(slot)
-        self._keep_sorted(columns)
+        self._keep_sorted(row_columns)
         self._residual_lines.release(slot)
         for attr, c in self._residual_constraints[slot]:
             self._conditions.release(attr, c)

@@ -269,7 +269,7 @@ def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, fla
 
 @njit(cache=True, nogil=True, inline="always")
 def _match_plan(points, place_size, column_start, column_size, column_sorted, column_blocks, block_start):
-    """A publication's probes: ``points`` rows are (attribute id, value, interval place,
+    """A publication's probes: ``points`` rows are (attribute id, value's code, interval place,
     bucket place or -1) of its attributes the table knows (see ``index_storage._Columns``). Returns
     the access columns' segments (as ``query`` takes them), the bounds (one point per
     attribute), how many cells the probed places hold (the work counted) and how many
@@ -278,8 +278,8 @@ def _match_plan(points, place_size, column_start, column_size, column_sorted, co
     bounds = np.empty((len(points), 4))
     n, cells, candidates = 0, 0, 0
     for k in range(len(points)):
-        value = points[k, 1]
-        bounds[k, 0], bounds[k, 1], bounds[k, 2], bounds[k, 3] = points[k, 0], value, value, 0.0
+        code = points[k, 1]
+        bounds[k, 0], bounds[k, 1], bounds[k, 2], bounds[k, 3] = points[k, 0], code, code, 0.0
         for j in (2, 3):
             place = int(points[k, j])
             if place < 0 or not place_size[place]:
@@ -290,7 +290,7 @@ def _match_plan(points, place_size, column_start, column_size, column_sorted, co
             if size:
                 ordered = column_sorted[column]
                 segments[n, 0], segments[n, 1], segments[n, 5] = column_start[column], size, ordered
-                segments[n, 2], segments[n, 3], segments[n, 4] = value, value, 0.0
+                segments[n, 2], segments[n, 3], segments[n, 4] = code, code, 0.0
                 segments[n, 6] = block_start[column_blocks[column]] if ordered else 0
                 n += 1
                 candidates += size
