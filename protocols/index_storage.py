@@ -316,10 +316,10 @@ class _Conditions:
 class _Columns:
     """Every column of one index, by number, in parallel arrays: a table's places and columns
     run to hundreds of thousands, and as objects (with its attributes) they were most of a
-    checkpoint's pickling time (bench/LOG.md); as arrays, matching reads them in the kernel (``kernels.match``). A place
-    is where the cells of one (attribute, type), or of one equality value of it, go: place
-    ``p``'s column ``2p`` holds the entries' access cells there (see ``FilterIndex``), column
-    ``2p + 1`` their other cells.
+    checkpoint's pickling time (bench/LOG.md); as arrays, matching reads them in the kernel
+    (``kernels.match``). A place is where the cells of one (attribute, type), or of one
+    equality value of it, go: place ``p``'s column ``2p`` holds the entries' access cells
+    there (see ``FilterIndex``), column ``2p + 1`` their other cells.
 
     A column's cells are a segment of the arena (from ``start``, room for ``capacity``), its
     ``size`` cells counting dead ones; a cell's offset in it is kept per line of its slot's
@@ -701,7 +701,8 @@ class IndexStorage:
         return key
 
     def _segment(self, column: int, lo: float, hi: float, bits: int) -> tuple:
-        """The kernel's description of ``column`` probed with a query bound (see ``kernels._candidates``)."""
+        """The kernel's description of ``column`` probed with a query bound (see ``kernels._candidates``;
+        ``kernels._match_plan`` makes the same rows for matching)."""
         columns = self._columns
         ordered = columns.sorted[column]
         block0 = self._blocks.start[columns.blocks[column]] if ordered else 0

@@ -271,7 +271,7 @@ def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, fla
 def _match_plan(points, place_size, column_start, column_size, column_sorted, column_blocks, block_start):
     """A publication's probes: ``points`` rows are (attribute id, value's code, interval place,
     bucket place or -1) of its attributes the table knows (see ``index_storage._Columns``). Returns
-    the access columns' segments (as ``query`` takes them), the bounds (one point per
+    the access columns' segments (the rows ``IndexStorage._segment`` makes), the bounds (one point per
     attribute), how many cells the probed places hold (the work counted) and how many
     candidates the segments can give."""
     segments = np.empty((2 * len(points), 7))
