@@ -5,10 +5,13 @@ parts; every file is written under a temporary name and moved into place, so a r
 sees half of one (on object stores a put is whole anyway)."""
 from __future__ import annotations
 
+import copyreg
 import fnmatch
+import io
 import json
 import os
 import pickle
+from array import array
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +21,26 @@ import pyarrow.parquet as pq
 
 def is_uri(location) -> bool:
     return "://" in str(location)
+
+
+def _array_from_buffer(typecode: str, data) -> array:
+    values = array(typecode)
+    values.frombytes(data)
+    return values
+
+
+def _array_as_buffer(values: array):
+    """An ``array.array`` pickled from its own memory: its default pickling copies its bytes, and
+    the pickler's memo keeps every such copy until the dump ends (a checkpoint of the index's
+    column arrays held them all twice)."""
+    return _array_from_buffer, (values.typecode, pickle.PickleBuffer(values))
+
+
+def dump_state(value, stream) -> None:
+    """Pickle a host's state (or any value) into ``stream``, arrays without copies."""
+    pickler = pickle.Pickler(stream, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = {**copyreg.dispatch_table, array: _array_as_buffer}
+    pickler.dump(value)
 
 
 class RunDir:
@@ -100,7 +123,7 @@ class RunDir:
         self._commit(relative, lambda stream: pq.write_table(table, stream))
 
     def write_pickle(self, relative: str, value) -> None:
-        self._commit(relative, lambda stream: pickle.dump(value, stream, protocol=pickle.HIGHEST_PROTOCOL))
+        self._commit(relative, lambda stream: dump_state(value, stream))
 
     def write_json(self, relative: str, data) -> None:
         self.write_bytes(relative, json.dumps(data, indent=2, sort_keys=True, default=str).encode())
@@ -137,7 +160,9 @@ class Collected:
         self.files.append((relative, buffer.getvalue().to_pybytes()))
 
     def write_pickle(self, relative: str, value) -> None:
-        self.files.append((relative, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
+        stream = io.BytesIO()
+        dump_state(value, stream)
+        self.files.append((relative, stream.getvalue()))
 
     def names(self, folder: str = "", pattern: str = "*") -> list[str]:
         return []  # the driver deletes what a restore discards

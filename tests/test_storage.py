@@ -1,12 +1,16 @@
 """Run directories on cluster storage: URIs that pyarrow's filesystems open (a local file:// URI
 here), and hosts that write nothing themselves (output.collect: driver)."""
+import io
 import json
+import pickle
+import tracemalloc
+from array import array
 
 import pytest
 
 from actors import coordinator
 from actors.results import TableWriter, read_table
-from actors.storage import Collected, RunDir
+from actors.storage import Collected, RunDir, dump_state
 from experiments.cli import main
 
 from .test_recovery import kill_host_on_chunk, scenario, tables, uninterrupted  # noqa: F401 (a fixture)
@@ -51,7 +55,37 @@ def test_collected_files_stay_in_memory_until_taken():
     assert collected.take() == []
 
 
-@pytest.mark.ray
+def test_a_state_with_arrays_comes_back_equal_and_sharing_what_it_shared(tmp_path):
+    shared = array("q", [3, -1, 2**40])
+    state = {"a": shared, "again": shared, "empty": array("d"), "bytes": array("B", b"\x00\xff"),
+             "floats": array("d", [0.5, -2.25]), "nested": [(array("i", range(5)), "x")]}
+    run_dir = RunDir(tmp_path / "run")
+    run_dir.write_pickle("checkpoints/host.pkl", state)
+    loaded = run_dir.read_pickle("checkpoints/host.pkl")
+    assert loaded == state and loaded["a"] is loaded["again"]
+    assert [type(v) for v in loaded.values()][:5] == [array] * 5
+    collected = Collected()
+    collected.write_pickle("host.pkl", state)
+    assert pickle.loads(collected.take()[0][1]) == state
+
+
+def test_pickling_a_state_copies_none_of_its_arrays():
+    """The default pickling of an array copies its bytes, and the pickler holds the copy to the
+    end: at the paper's size that was gigabytes on top of the state at every checkpoint."""
+    big = array("q", range(2_000_000))  # 16 MB
+
+    class Discard(io.RawIOBase):
+        def write(self, data):
+            return memoryview(data).nbytes
+
+    tracemalloc.start()
+    try:
+        dump_state({"column": big}, Discard())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(big) * big.itemsize / 10
+
 
 def test_rows_given_one_by_one_and_as_columns_share_a_part(tmp_path):
     writer = TableWriter(RunDir(tmp_path), host=0, flush_rows=6)
@@ -70,6 +104,8 @@ def test_rows_given_one_by_one_and_as_columns_share_a_part(tmp_path):
         ("M4", "S6", "c6", "B4", 70, 4)]
     assert len(list(tmp_path.glob("deliveries/*.parquet"))) == 2
 
+
+@pytest.mark.ray
 @pytest.mark.slow
 def test_hosts_that_share_no_storage_send_their_files_to_the_driver(write_scenario, tmp_path, monkeypatch,
                                                                      ray_session, uninterrupted):
