@@ -46,6 +46,8 @@ SCENARIOS = PROJECT_ROOT / "experiments" / "scenarios"
     ("mobile_rush_hour", "owned_incremental", "mobile_paper_small_owned_incremental.yaml"),
     ("mobile_rush_hour", "nested_active", "mobile_paper_small_nested_active.yaml"),
     ("mobile_rush_hour", "nested_incremental", "mobile_paper_small_nested_incremental.yaml"),
+    ("mobile_rush_hour_paper", "active", "mobile_paper_small_active.yaml"),
+    ("mobile_rush_hour_paper", "incremental", "mobile_paper_small_incremental.yaml"),
     ("mobile_rush_hour_10min", "active", "mobile_rush_hour_small_active.yaml"),
     ("mobile_rush_hour_10min", "incremental", "mobile_rush_hour_small_incremental.yaml"),
     ("workflow", "active", "workflow_paper_small_active.yaml"),
