@@ -6,7 +6,8 @@ task's process (``runtime.hosts=0`` unless the sweep sets ``runtime.hosts``), in
 ``OUT/<point>``. ``OUT/sweep.json`` lists the points with their overrides, status
 (``pending``, ``complete``, ``failed``), wall time, peak memory and error, and is rewritten as
 points finish. A failed point leaves the others running; running the same sweep into the same
-directory again skips the complete points and reruns the rest.
+directory again skips the complete points, resumes a stopped point from its latest checkpoint
+(a scenario with ``runtime.checkpoint_every``) and reruns the rest.
 """
 from __future__ import annotations
 
@@ -118,8 +119,13 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
         while pending or running:
             while pending and len(running) < max_parallel:
                 point = pending.pop(0)
-                shutil.rmtree(out / point["name"], ignore_errors=True)  # a partial run of an earlier sweep
-                ref = task.remote(point["scenario"], point["overrides"], str(out / point["name"]), check)
+                checkpoint_s = _resumable(out / point["name"])
+                if checkpoint_s is None:
+                    shutil.rmtree(out / point["name"], ignore_errors=True)  # a partial run of an earlier sweep
+                else:
+                    report(f"sweep: {point['name']}: resumed from its checkpoint at {checkpoint_s:,.0f} s simulated")
+                ref = task.remote(point["scenario"], point["overrides"], str(out / point["name"]), check,
+                                  checkpoint_s is not None)
                 running[ref] = (point, time.perf_counter())
             ready, _ = ray.wait(list(running), num_returns=1)
             point, point_started = running.pop(ready[0])
@@ -191,12 +197,26 @@ def _copy_run(source: Path, run_dir: Path, name: str) -> None:
     write_manifest(run_dir, manifest)
 
 
-def _run_point(scenario: str, overrides: list[str], run_dir: str, check: bool = False) -> dict:
+def _resumable(run_dir: Path) -> float | None:
+    """The simulated second of a stopped run's latest complete checkpoint, None where the run
+    directory holds none to continue from."""
+    from actors.checkpoints import COMPLETE, FOLDER, SETUP
+
+    if not (run_dir / FOLDER / SETUP).is_file() or _complete(run_dir / "manifest.json"):
+        return None
+    epochs = sorted((run_dir / FOLDER).glob(f"epoch-*/{COMPLETE}"))
+    return json.loads(epochs[-1].read_text())["t_us"] / 1e6 if epochs else None
+
+
+def _run_point(scenario: str, overrides: list[str], run_dir: str, check: bool = False,
+               resuming: bool = False) -> dict:
     """One point, in a Ray task's process; never raises (a failure is the point's status).
     ``peak_rss_mb``: the most memory that process held while it ran the point (with hosts, the
     driver's share only; null where ``/proc`` is not there to read). ``check``: also compare the
-    run's deliveries with the oracle (``pubsub-emu check``), from the workload already built."""
-    from actors.coordinator import run
+    run's deliveries with the oracle (``pubsub-emu check``), from the workload already built.
+    ``resuming``: continue the run in ``run_dir`` from its latest checkpoint; ``wall_s`` is
+    then the run's whole wall time, its stopped part's included."""
+    from actors.coordinator import resume, run
     from actors.storage import RunDir
     from experiments.check import check as check_run
     from experiments.build import resolve
@@ -206,19 +226,23 @@ def _run_point(scenario: str, overrides: list[str], run_dir: str, check: bool = 
     with _resident_memory() as peak:
         try:
             hosts = [] if any(o.startswith("runtime.hosts=") for o in overrides) else ["runtime.hosts=0"]
-            spec = resolve(Path(scenario), [*overrides, *hosts])
-            run(spec, Path(run_dir), progress=False)
+            if resuming:  # the checkpoint holds the run's state: its workload is built only to check it
+                wall = resume(run_dir, progress=False)["wall_s"]
+                spec = resolve(Path(scenario), [*overrides, *hosts]) if check else None
+            else:
+                spec = resolve(Path(scenario), [*overrides, *hosts])
+                run(spec, Path(run_dir), progress=False)
+                wall = time.perf_counter() - started
             status, error = "complete", None
         except Exception as exc:  # noqa: BLE001 (reported in sweep.json, the other points go on)
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-        wall = time.perf_counter() - started
+            status, error, wall = "failed", f"{type(exc).__name__}: {exc}", time.perf_counter() - started
         if check and status == "complete":
             try:
                 checked = check_run(RunDir(run_dir), spec.injections, keep_expected=True)
             except Exception:  # noqa: BLE001 (the run stands; the driver checks it again and reports why)
                 checked = None
     return {"status": status, "wall_s": round(wall, 3), "error": error, "peak_rss_mb": peak.mb,
-            **({"check": checked} if checked is not None else {})}
+            **({"resumed": True} if resuming else {}), **({"check": checked} if checked is not None else {})}
 
 
 class _resident_memory:

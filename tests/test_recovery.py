@@ -142,7 +142,7 @@ def take_then_die(self, *args):
     return taken
 
 checkpoints.Checkpoints.take = take_then_die
-coordinator.run(resolve(sys.argv[1]), sys.argv[2], progress=False)
+coordinator.run(resolve(sys.argv[1], sys.argv[3:]), sys.argv[2], progress=False)  # then overrides
 """
 
 
@@ -161,6 +161,30 @@ def test_a_killed_driver_resumes_from_its_latest_checkpoint(write_scenario, tmp_
     assert manifest["status"] == "complete" and manifest["resumed"] == 1 and manifest["checkpoints"] == 4
     assert tables(out) == uninterrupted
     assert not (out / "checkpoints").exists()
+
+
+@pytest.mark.ray
+def test_a_sweep_run_again_resumes_a_point_stopped_mid_run(write_scenario, tmp_path, ray_session, uninterrupted,
+                                                          capsys):
+    """A sweep (a figure's runs too) stopped while a point ran: the same sweep again continues
+    that point from its latest checkpoint, and its tables are an uninterrupted run's."""
+    from experiments.sweep import _record, parse_grid, points
+
+    path = write_scenario(scenario(checkpoint_every="2s"))
+    out = tmp_path / "sweep"
+    (point,) = points(path, parse_grid(["protocol.covering=active"]), 1, "recovery", 2, [])
+    _record([point], out)  # as the sweep started
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    died = subprocess.run([sys.executable, "-c", textwrap.dedent(DRIVER), str(path), str(out / point.name),
+                           *point.overrides], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    assert main(["sweep", str(path), "--grid", "protocol.covering=active", "--out", str(out)]) == 0
+    assert f"sweep: {point.name}: resumed from its checkpoint at 6 s simulated" in capsys.readouterr().err
+    manifest = manifest_of(out / point.name)
+    assert manifest["resumed"] == 1 and manifest["name"] == "recovery-covering-active"
+    assert tables(out / point.name) == uninterrupted
+    (recorded,) = json.loads((out / "sweep.json").read_text())["points"]
+    assert recorded["status"] == "complete" and recorded["resumed"] and recorded["wall_s"] == manifest["wall_s"]
 
 
 def test_resume_refuses_what_it_cannot_continue(write_scenario, tmp_path, capsys):
