@@ -444,7 +444,9 @@ class IndexStorage:
         self._slots = 0  # slots ever used
         self._filters: list[Filter | None] = []
         self._residual_constraints: list[tuple | None] = []  # per slot: its (attr, Constraint) with residuals
-        self._columns_of: list[list[int] | None] = []  # per slot: the columns holding its cells
+        # per slot: the columns holding its cells (an array, not a list of ints: an advertisement's
+        # row can hold a thousand, and every broker keeps every advertisement)
+        self._columns_of: list[array.array | None] = []
         self._slot_of: dict[Key, int] = {}  # an entry's slot
         self._parts: dict[int, tuple[int, ...]] = {}  # a disjunctive entry's slot -> its disjuncts' slots
         self._owner = np.zeros(8, np.int64)  # per slot: the entry's slot (a part's entry; else itself)
@@ -490,7 +492,7 @@ class IndexStorage:
             self._store(slot, f)
             return
         # a disjunction: the entry's slot holds no cells; each disjunct is a part slot of its own
-        self._filters[slot], self._columns_of[slot], self._residual_constraints[slot] = f, [], ()
+        self._filters[slot], self._columns_of[slot], self._residual_constraints[slot] = f, array.array("i"), ()
         self._residual[slot] = self._unsat[slot] = False
         parts = self._parts[slot] = tuple(self._new_slot() for _ in f.alternatives)
         for part, disjunct in zip(parts, f.alternatives):
@@ -538,7 +540,7 @@ class IndexStorage:
         # cells in a wide row by bisection (kernels._verify_sparse)
         place_attribute = self._columns.place_attribute
         order = sorted(range(len(places)), key=lambda j: place_attribute[places[j]].id)
-        row_columns = self._columns_of[slot] = [2 * places[j] + (places[j] != access) for j in order]
+        row_columns = self._columns_of[slot] = array.array("i", [2 * places[j] + (places[j] != access) for j in order])
         row = [value for j in order for value in row[3 * j : 3 * j + 3]]
         offsets = [self._append(column, slot, j, row[3 * j], row[3 * j + 1], int(row[3 * j + 2]) & 7)
                    for j, column in enumerate(row_columns)]
@@ -653,7 +655,7 @@ class IndexStorage:
         columns.place_size[place] -= 1
         columns.place_attribute[place].cells -= 1
 
-    def _keep_sorted(self, changed: list[int]) -> None:
+    def _keep_sorted(self, changed) -> None:
         """Sort those of the ``changed`` columns that are large numeric interval columns
         and have no sorted cells yet, or more cells unsorted or dead than an eighth of them."""
         columns = self._columns
