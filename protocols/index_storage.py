@@ -23,6 +23,7 @@ from .language import (
 
 Key = Hashable
 SORTED_COLUMN = 2048  # cells from which a numeric interval column is kept sorted by lower bound
+COMPACT_FROM = 4096  # arena cells from which a table that shrank to a quarter of them is compacted
 _GAP = 1024.0
 NO_GROUP = -2  # a slot's group when it has none (group -1: a routing table's local entries)
 
@@ -170,12 +171,12 @@ class _Arena:
 
     NAMES = ("slots", "lo", "hi", "bits", "line")
 
-    def __init__(self) -> None:
-        self.slots = np.zeros(64, np.int32)
-        self.lo = np.zeros(64)
-        self.hi = np.zeros(64)
-        self.bits = np.zeros(64, np.uint8)
-        self.line = np.zeros(64, np.int32)
+    def __init__(self, capacity: int = 64) -> None:
+        self.slots = np.zeros(capacity, np.int32)
+        self.lo = np.zeros(capacity)
+        self.hi = np.zeros(capacity)
+        self.bits = np.zeros(capacity, np.uint8)
+        self.line = np.zeros(capacity, np.int32)
         self.used = 0
         self.garbage = 0
 
@@ -432,6 +433,7 @@ class IndexStorage:
         self._encoded_version = self.vocabulary.version  # the codes its cells hold
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         self._arena = _Arena()
+        self._live_cells = 0  # cells of the slots in use (the arena also holds room, dead cells, garbage)
         self._columns = _Columns()
         self._blocks = _Lines(2)  # per sorted column (its key): (greatest hi, least hi) of each block of cells
         self._block_keys: list[int] = []  # keys of _blocks no column holds
@@ -546,6 +548,7 @@ class IndexStorage:
                    for j, column in enumerate(row_columns)]
         self._rows.store(slot, row)
         self._offsets.store(slot, offsets)
+        self._live_cells += len(row_columns)
         self._keep_sorted(row_columns)
         if residual:
             for attr, c in residual:
@@ -568,6 +571,9 @@ class IndexStorage:
         self._rows.release(slot)
         self._offsets.release(slot)
         self._keep_sorted(row_columns)
+        self._live_cells -= len(row_columns)
+        if 4 * self._live_cells < self._arena.used and self._arena.used >= COMPACT_FROM:
+            self._compact()  # a table that grew and shrank gives its room back
         self._residual_lines.release(slot)
         for attr, c in self._residual_constraints[slot]:
             self._conditions.release(attr, c)
@@ -723,12 +729,16 @@ class IndexStorage:
                 self._compact()
 
     def _compact(self) -> None:
-        """Copy every column into a fresh arena, leaving room to grow, dropping garbage."""
-        columns, old, new = self._columns, self._arena, _Arena()
-        for column in range(len(columns)):
-            start = new.allocate(columns.capacity[column])
+        """Copy every column into a fresh arena of just their cells and half as much again to
+        grow into (at least one: a column relocated for a new cell gets it; none for an empty
+        column), dropping garbage and the room of columns that shrank."""
+        columns, old = self._columns, self._arena
+        capacities = [size + size // 2 + 1 if size else 0 for size in columns.size]
+        new = _Arena(max(64, sum(capacities)))
+        for column, capacity in enumerate(capacities):
+            start = new.allocate(capacity)
             new.copy(old, columns.start[column], columns.size[column], start)
-            columns.start[column] = start
+            columns.start[column], columns.capacity[column] = start, capacity
         self._arena = new
 
     def _encode_residuals(self, residual: tuple) -> list[float]:

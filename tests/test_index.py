@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from protocols import index as index_module
 from protocols.index import FilterIndex, Vocabulary
+from protocols.index_storage import COMPACT_FROM
 from protocols.language import covers, intersects, matches, parse_filter, parse_publication
 
 from .strategies import any_filters, hot_filters, narrow_filters, publications, wide_filters
@@ -221,6 +222,8 @@ def test_answers_stay_exact_through_heavy_churn():
             next_key += 1
         for key in rng.sample(sorted(live), k=len(live) * rng.choice([1, 5, 9]) // 10):
             assert index.remove(key) is live.pop(key)
+        cells = sum(len(f.constraints) for f in live.values())
+        assert len(index._arena.lo) <= 8 * max(cells, COMPACT_FROM)  # a shrunk table gives room back
         for pub in pubs:
             assert sorted(index.matching(pub)) == sorted(k for k, f in live.items() if matches(f, pub))
         for q in list(live.values())[:5]:
