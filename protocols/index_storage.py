@@ -729,11 +729,12 @@ class IndexStorage:
                 self._compact()
 
     def _compact(self) -> None:
-        """Copy every column into a fresh arena of just their cells and half as much again to
-        grow into (at least one: a column relocated for a new cell gets it; none for an empty
-        column), dropping garbage and the room of columns that shrank."""
+        """Copy every column into a fresh arena, dropping garbage; a column keeps its room
+        unless its cells fill less than a quarter of it (it shrank), then it gets twice its cells
+        (none when empty)."""
         columns, old = self._columns, self._arena
-        capacities = [size + size // 2 + 1 if size else 0 for size in columns.size]
+        capacities = [capacity if 4 * size >= capacity else 2 * size
+                      for size, capacity in zip(columns.size, columns.capacity)]
         new = _Arena(max(64, sum(capacities)))
         for column, capacity in enumerate(capacities):
             start = new.allocate(capacity)
