@@ -23,7 +23,7 @@ from .language import (
 
 Key = Hashable
 SORTED_COLUMN = 2048  # cells from which a numeric interval column is kept sorted by lower bound
-COMPACT_FROM = 4096  # arena cells from which a table that shrank to a quarter of them is compacted
+COMPACT_FROM = 4096  # arena cells from which a table that shrank to an eighth of them is compacted
 _GAP = 1024.0
 NO_GROUP = -2  # a slot's group when it has none (group -1: a routing table's local entries)
 
@@ -572,8 +572,8 @@ class IndexStorage:
         self._offsets.release(slot)
         self._keep_sorted(row_columns)
         self._live_cells -= len(row_columns)
-        if 4 * self._live_cells < self._arena.used and self._arena.used >= COMPACT_FROM:
-            self._compact()  # a table that grew and shrank gives its room back
+        if 8 * self._live_cells < self._arena.used and self._arena.used >= COMPACT_FROM:
+            self._compact()  # a table that grew and shrank gives its room back (and then holds under 5x its cells)
         self._residual_lines.release(slot)
         for attr, c in self._residual_constraints[slot]:
             self._conditions.release(attr, c)
