@@ -731,15 +731,20 @@ class IndexStorage:
     def _compact(self) -> None:
         """Copy every column into a fresh arena, dropping garbage; a column keeps its room
         unless its cells fill less than a quarter of it (it shrank), then it gets twice its cells
-        (none when empty)."""
-        columns, old = self._columns, self._arena
-        capacities = [capacity if 4 * size >= capacity else 2 * size
-                      for size, capacity in zip(columns.size, columns.capacity)]
-        new = _Arena(max(64, sum(capacities)))
-        for column, capacity in enumerate(capacities):
-            start = new.allocate(capacity)
-            new.copy(old, columns.start[column], columns.size[column], start)
-            columns.start[column], columns.capacity[column] = start, capacity
+        (none when empty). In numpy over all columns at once: a table keeps every column it ever
+        had, and many are empty."""
+        columns, old, count = self._columns, self._arena, len(self._columns)
+        start, size, capacity = (np.frombuffer(getattr(columns, name), np.int64)[:count]
+                                 for name in ("start", "size", "capacity"))
+        fitted = np.where(4 * size >= capacity, capacity, 2 * size)
+        fitted_start = np.cumsum(fitted) - fitted
+        new = _Arena(max(64, int(fitted.sum())))
+        new.used = int(fitted.sum())
+        within = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)  # a cell's offset
+        source, target = np.repeat(start, size) + within, np.repeat(fitted_start, size) + within
+        for name in _Arena.NAMES:
+            getattr(new, name)[target] = getattr(old, name)[source]
+        start[:], capacity[:] = fitted_start, fitted
         self._arena = new
 
     def _encode_residuals(self, residual: tuple) -> list[float]:
