@@ -7,7 +7,9 @@ task's process (``runtime.hosts=0`` unless the sweep sets ``runtime.hosts``), in
 (``pending``, ``complete``, ``failed``), wall time, peak memory and error, and is rewritten as
 points finish. A failed point leaves the others running; running the same sweep into the same
 directory again skips the complete points, resumes a stopped point from its latest checkpoint
-(a scenario with ``runtime.checkpoint_every``) and reruns the rest.
+(a scenario with ``runtime.checkpoint_every``; the run goes on with the scenario its checkpoint
+holds, so after editing the scenario use another directory) and reruns the rest, a point whose
+resume failed from the start.
 """
 from __future__ import annotations
 
@@ -119,7 +121,9 @@ def run_sweep(sweep_points: list[Point], out: Path, max_parallel: int, address: 
         while pending or running:
             while pending and len(running) < max_parallel:
                 point = pending.pop(0)
-                checkpoint_s = _resumable(out / point["name"])
+                resume_failed = point.pop("resumed", False) and point["status"] == "failed"
+                point.pop("check", None)
+                checkpoint_s = None if resume_failed else _resumable(out / point["name"])
                 if checkpoint_s is None:
                     shutil.rmtree(out / point["name"], ignore_errors=True)  # a partial run of an earlier sweep
                 else:
@@ -215,20 +219,19 @@ def _run_point(scenario: str, overrides: list[str], run_dir: str, check: bool = 
     driver's share only; null where ``/proc`` is not there to read). ``check``: also compare the
     run's deliveries with the oracle (``pubsub-emu check``), from the workload already built.
     ``resuming``: continue the run in ``run_dir`` from its latest checkpoint; ``wall_s`` is
-    then the run's whole wall time, its stopped part's included."""
+    then the run's own clock (its manifest's): up to the checkpoint, and since the restart."""
     from actors.coordinator import resume, run
     from actors.storage import RunDir
     from experiments.check import check as check_run
     from experiments.build import resolve
 
     started = time.perf_counter()
-    checked = None
+    checked = spec = None
+    hosts = [] if any(o.startswith("runtime.hosts=") for o in overrides) else ["runtime.hosts=0"]
     with _resident_memory() as peak:
         try:
-            hosts = [] if any(o.startswith("runtime.hosts=") for o in overrides) else ["runtime.hosts=0"]
             if resuming:  # the checkpoint holds the run's state: its workload is built only to check it
                 wall = resume(run_dir, progress=False)["wall_s"]
-                spec = resolve(Path(scenario), [*overrides, *hosts]) if check else None
             else:
                 spec = resolve(Path(scenario), [*overrides, *hosts])
                 run(spec, Path(run_dir), progress=False)
@@ -238,6 +241,7 @@ def _run_point(scenario: str, overrides: list[str], run_dir: str, check: bool = 
             status, error, wall = "failed", f"{type(exc).__name__}: {exc}", time.perf_counter() - started
         if check and status == "complete":
             try:
+                spec = spec or resolve(Path(scenario), [*overrides, *hosts])
                 checked = check_run(RunDir(run_dir), spec.injections, keep_expected=True)
             except Exception:  # noqa: BLE001 (the run stands; the driver checks it again and reports why)
                 checked = None

@@ -187,6 +187,29 @@ def test_a_sweep_run_again_resumes_a_point_stopped_mid_run(write_scenario, tmp_p
     assert recorded["status"] == "complete" and recorded["resumed"] and recorded["wall_s"] == manifest["wall_s"]
 
 
+@pytest.mark.ray
+def test_a_sweep_point_whose_resume_failed_starts_over_the_next_time(write_scenario, tmp_path, ray_session,
+                                                                      uninterrupted):
+    from experiments.sweep import _record, parse_grid, points
+
+    path = write_scenario(scenario(checkpoint_every="2s"))
+    out = tmp_path / "sweep"
+    (point,) = points(path, parse_grid(["protocol.covering=active"]), 1, "recovery", 2, [])
+    _record([point], out)
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    subprocess.run([sys.executable, "-c", textwrap.dedent(DRIVER), str(path), str(out / point.name),
+                    *point.overrides], env=env, cwd=PROJECT_ROOT, capture_output=True, timeout=300)
+    (out / point.name / "checkpoints" / "epoch-00003" / "host-0000.pkl").write_bytes(b"damaged")
+    command = ["sweep", str(path), "--grid", "protocol.covering=active", "--out", str(out)]
+    assert main(command) == 1
+    (recorded,) = json.loads((out / "sweep.json").read_text())["points"]
+    assert recorded["status"] == "failed" and recorded["resumed"]
+    assert main(command) == 0  # started over
+    (recorded,) = json.loads((out / "sweep.json").read_text())["points"]
+    assert recorded["status"] == "complete" and "resumed" not in recorded
+    assert "resumed" not in manifest_of(out / point.name) and tables(out / point.name) == uninterrupted
+
+
 def test_resume_refuses_what_it_cannot_continue(write_scenario, tmp_path, capsys):
     path = write_scenario({**scenario(), "duration": "1s"})
     complete = tmp_path / "complete"
