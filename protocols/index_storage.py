@@ -502,6 +502,11 @@ class IndexStorage:
             self._store(part, disjunct)
         self._part_count[slot] = len(parts)
 
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "_live_cells" not in state:  # a checkpoint written before the count was kept
+            self._live_cells = sum(len(columns) for columns in self._columns_of if columns)
+
     def _new_slot(self) -> int:
         slot = self._free.pop() if self._free else self._grow()
         self._owner[slot], self._part_count[slot] = slot, 1

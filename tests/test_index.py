@@ -176,6 +176,16 @@ def test_an_unpickled_table_keeps_answering_exactly_as_it_grows(before, after, p
         assert index.matching(pub) == [k for k, f in enumerate(entries) if matches(f, pub)]
 
 
+def test_a_table_pickled_before_the_cell_count_was_kept_counts_its_cells():
+    index = _table([parse_filter("[x,>,1],[y,<,5]"), parse_filter("[x,=,3]"), parse_filter("[z,>=,2]")])
+    index.remove(1)
+    state = dict(index.__dict__)
+    del state["_live_cells"]
+    restored = FilterIndex.__new__(FilterIndex)
+    restored.__setstate__(state)
+    assert restored._live_cells == index._live_cells == 3
+
+
 def test_work_counters_grow_with_table_size():
     pub = parse_publication("[x,5]")
     small, large = FilterIndex(), FilterIndex()
