@@ -190,11 +190,9 @@ class _Arena:
         return start
 
     def move(self, start: int, size: int, to: int) -> None:
-        self.copy(self, start, size, to)
-
-    def copy(self, source: "_Arena", start: int, size: int, to: int) -> None:
         for name in self.NAMES:
-            getattr(self, name)[to : to + size] = getattr(source, name)[start : start + size]
+            values = getattr(self, name)
+            values[to : to + size] = values[start : start + size]
 
 
 class _Lines:
@@ -743,8 +741,9 @@ class IndexStorage:
                                  for name in ("start", "size", "capacity"))
         fitted = np.where(4 * size >= capacity, capacity, 2 * size)
         fitted_start = np.cumsum(fitted) - fitted
-        new = _Arena(max(64, int(fitted.sum())))
-        new.used = int(fitted.sum())
+        used = int(fitted.sum())
+        new = _Arena(max(64, used))
+        new.used = used
         within = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)  # a cell's offset
         source, target = np.repeat(start, size) + within, np.repeat(fitted_start, size) + within
         for name in _Arena.NAMES:
