@@ -163,11 +163,9 @@ def test_a_killed_driver_resumes_from_its_latest_checkpoint(write_scenario, tmp_
     assert not (out / "checkpoints").exists()
 
 
-@pytest.mark.ray
-def test_a_sweep_run_again_resumes_a_point_stopped_mid_run(write_scenario, tmp_path, ray_session, uninterrupted,
-                                                          capsys):
-    """A sweep (a figure's runs too) stopped while a point ran: the same sweep again continues
-    that point from its latest checkpoint, and its tables are an uninterrupted run's."""
+def sweep_point_killed_after_its_third_checkpoint(write_scenario, tmp_path):
+    """A one-point sweep whose run's driver died after its checkpoint at 6 s, as a stopped sweep
+    leaves it: (scenario path, sweep directory, the point)."""
     from experiments.sweep import _record, parse_grid, points
 
     path = write_scenario(scenario(checkpoint_every="2s"))
@@ -178,6 +176,15 @@ def test_a_sweep_run_again_resumes_a_point_stopped_mid_run(write_scenario, tmp_p
     died = subprocess.run([sys.executable, "-c", textwrap.dedent(DRIVER), str(path), str(out / point.name),
                            *point.overrides], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     assert died.returncode == -signal.SIGKILL, died.stderr
+    return path, out, point
+
+
+@pytest.mark.ray
+def test_a_sweep_run_again_resumes_a_point_stopped_mid_run(write_scenario, tmp_path, ray_session, uninterrupted,
+                                                          capsys):
+    """A sweep (a figure's runs too) stopped while a point ran: the same sweep again continues
+    that point from its latest checkpoint, and its tables are an uninterrupted run's."""
+    path, out, point = sweep_point_killed_after_its_third_checkpoint(write_scenario, tmp_path)
     assert main(["sweep", str(path), "--grid", "protocol.covering=active", "--out", str(out)]) == 0
     assert f"sweep: {point.name}: resumed from its checkpoint at 6 s simulated" in capsys.readouterr().err
     manifest = manifest_of(out / point.name)
@@ -190,15 +197,7 @@ def test_a_sweep_run_again_resumes_a_point_stopped_mid_run(write_scenario, tmp_p
 @pytest.mark.ray
 def test_a_sweep_point_whose_resume_failed_starts_over_the_next_time(write_scenario, tmp_path, ray_session,
                                                                       uninterrupted):
-    from experiments.sweep import _record, parse_grid, points
-
-    path = write_scenario(scenario(checkpoint_every="2s"))
-    out = tmp_path / "sweep"
-    (point,) = points(path, parse_grid(["protocol.covering=active"]), 1, "recovery", 2, [])
-    _record([point], out)
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    subprocess.run([sys.executable, "-c", textwrap.dedent(DRIVER), str(path), str(out / point.name),
-                    *point.overrides], env=env, cwd=PROJECT_ROOT, capture_output=True, timeout=300)
+    path, out, point = sweep_point_killed_after_its_third_checkpoint(write_scenario, tmp_path)
     (out / point.name / "checkpoints" / "epoch-00003" / "host-0000.pkl").write_bytes(b"damaged")
     command = ["sweep", str(path), "--grid", "protocol.covering=active", "--out", str(out)]
     assert main(command) == 1
