@@ -99,16 +99,25 @@ class Checkpoints:
         except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError) as exc:
             raise InputError(f"--resume {run_dir}: {setup} cannot be read ({exc}); "
                              "it was written by another version or is damaged") from None
-        latest = None
-        for name in reversed(run_dir.names(FOLDER, "epoch-*")):
-            folder = f"{FOLDER}/{name}"
-            if latest is None and run_dir.is_file(f"{folder}/{COMPLETE}"):
-                info = run_dir.read_json(f"{folder}/{COMPLETE}")
-                latest = Checkpoint(info["epoch"], info["t_us"], info["wall_s"], _snapshots(folder, info["hosts"]))
-            else:
-                run_dir.delete(folder)
+        latest = latest_complete(run_dir)
+        for name in run_dir.names(FOLDER, "epoch-*"):
+            if latest is None or f"{FOLDER}/{name}" != latest[0]:
+                run_dir.delete(f"{FOLDER}/{name}")
+        if latest is not None:
+            folder, info = latest
+            latest = Checkpoint(info["epoch"], info["t_us"], info["wall_s"], _snapshots(folder, info["hosts"]))
         checkpoints = cls(run_dir, spec.checkpoint_every_us, max(hosts, 1), spec.max_recoveries, latest)
         return spec, hosts, placement, checkpoints
+
+
+def latest_complete(run_dir: RunDir) -> tuple[str, dict] | None:
+    """The folder and record (``complete.json``) of a run's latest complete checkpoint, None
+    where it has none; changes nothing."""
+    for name in reversed(run_dir.names(FOLDER, "epoch-*")):
+        folder = f"{FOLDER}/{name}"
+        if run_dir.is_file(f"{folder}/{COMPLETE}"):
+            return folder, run_dir.read_json(f"{folder}/{COMPLETE}")
+    return None
 
 
 def _epoch_folder(epoch: int) -> str:

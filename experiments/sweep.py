@@ -204,12 +204,13 @@ def _copy_run(source: Path, run_dir: Path, name: str) -> None:
 def _resumable(run_dir: Path) -> float | None:
     """The simulated second of a stopped run's latest complete checkpoint, None where the run
     directory holds none to continue from."""
-    from actors.checkpoints import COMPLETE, FOLDER, SETUP
+    from actors.checkpoints import FOLDER, SETUP, latest_complete
+    from actors.storage import RunDir
 
     if not (run_dir / FOLDER / SETUP).is_file() or _complete(run_dir / "manifest.json"):
         return None
-    epochs = sorted((run_dir / FOLDER).glob(f"epoch-*/{COMPLETE}"))
-    return json.loads(epochs[-1].read_text())["t_us"] / 1e6 if epochs else None
+    latest = latest_complete(RunDir(run_dir))
+    return latest[1]["t_us"] / 1e6 if latest else None
 
 
 def _run_point(scenario: str, overrides: list[str], run_dir: str, check: bool = False,
