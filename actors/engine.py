@@ -32,6 +32,7 @@ import heapq
 import json
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 from protocols.broker import Broker
 from protocols.language import Publication
@@ -107,7 +108,7 @@ class _Context:
         self.uplink_utilisation = uplink_utilisation  # over the last sampling interval
         self.queued_us = queued_us  # how long the message in hand waited in the mailbox
         self.sends: list[tuple[str, Message]] = []
-        self.deliveries: list[tuple[Message, list[str], list]] = []
+        self.deliveries: list[tuple[Message, Sequence[str], Sequence]] = []
         self.events: list[tuple[str, dict]] = []
         self.client_moves: list[tuple[str, str, bool]] = []  # (client, broker, paused: on the way there)
         self._engine, self._server, self._kind = engine, server, kind
@@ -129,7 +130,7 @@ class _Context:
     def send(self, destination: str, message: Message) -> None:
         self.sends.append((destination, message))
 
-    def deliver(self, publication: Message, sub_ids: list[str], clients: list) -> None:
+    def deliver(self, publication: Message, sub_ids: Sequence[str], clients: Sequence) -> None:
         self.deliveries.append((publication, sub_ids, clients))
 
     def event(self, kind: str, **detail) -> None:
@@ -338,10 +339,8 @@ class Engine:
         name = server.name
         if self.writer:
             for publication, sub_ids, clients in done.deliveries:
-                n = len(sub_ids)
-                self.writer.extend_columns("deliveries", (
-                    [publication.id] * n, sub_ids, clients, [name] * n, [publication.t_pub] * n, [t] * n,
-                    [publication.hops] * n))
+                self.writer.extend_run("deliveries", len(sub_ids), (
+                    publication.id, sub_ids, clients, name, publication.t_pub, t, publication.hops))
         for destination, message in done.sends:
             self._send(server, destination, message, t, done.origin)
         self._move_clients(server, done.client_moves, t)

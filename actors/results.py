@@ -7,6 +7,7 @@ deletes the host's parts of later epochs, so a restored run rewrites nothing twi
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from .storage import Collected, RunDir
@@ -95,8 +96,8 @@ def as_run_dir(run_dir) -> RunDir | Collected:
 
 class TableWriter:
     """Buffers of one host's rows, flushed to part files when large and at epoch ends. Rows
-    come one by one (``append``, ``extend``) or as columns (``extend_columns``: many rows that
-    share values, such as a publication's deliveries at one broker)."""
+    come one by one (``append``, ``extend``) or as runs (``extend_run``: rows that share most of
+    their values, such as a publication's deliveries at one broker)."""
 
     def __init__(self, run_dir: str | RunDir | Collected, host: int, flush_rows: int = 200_000) -> None:
         self.run_dir = as_run_dir(run_dir)
@@ -105,7 +106,8 @@ class TableWriter:
         self.epoch = 0
         self.sequence = 0
         self.rows: dict[str, list[tuple]] = {t: [] for t in STREAMED}
-        self.columns: dict[str, list[list]] = {t: _no_columns(t) for t in STREAMED}
+        self.runs: dict[str, list[tuple[int, tuple]]] = {t: [] for t in STREAMED}
+        self.run_rows: dict[str, int] = dict.fromkeys(STREAMED, 0)
 
     def append(self, table: str, *values) -> None:
         """One row, its values in the order of the table's columns."""
@@ -121,17 +123,19 @@ class TableWriter:
         if len(buffered) >= self.flush_rows:
             self._flush(table)
 
-    def extend_columns(self, table: str, columns: tuple[list, ...]) -> None:
-        """Rows given as columns, in the order of the table's columns, all of one length."""
-        buffered = self.columns[table]
-        for column, values in zip(buffered, columns):
-            column += values
-        if len(self.rows[table]) + len(buffered[0]) >= self.flush_rows:
+    def extend_run(self, table: str, count: int, columns: tuple) -> None:
+        """``count`` rows given as columns in the order of the table's columns, each a list or
+        numpy array of the rows' values, or one value (not a list) that every row of the run has.
+        Kept as given and laid out in numpy and Arrow at the flush: expanding and converting
+        them value by value in Python cost a large run a tenth of its time."""
+        self.runs[table].append((count, columns))
+        self.run_rows[table] += count
+        if len(self.rows[table]) + self.run_rows[table] >= self.flush_rows:
             self._flush(table)
 
     def _flush(self, table: str) -> None:
-        rows, columns = self.rows[table], self.columns[table]
-        if not rows and not columns[0]:
+        rows, runs = self.rows[table], self.runs[table]
+        if not rows and not runs:
             return
         name = f"part-{self.epoch:05d}-{self.host:04d}-{self.sequence:06d}.parquet"
         self.sequence += 1
@@ -139,10 +143,10 @@ class TableWriter:
         parts = []
         if rows:  # rows -> columns in Arrow's converter: transposing in Python cost 3 us a row
             parts.append(pa.Table.from_struct_array(pa.array(rows, type=pa.struct(list(schema)))))
-        if columns[0]:
-            parts.append(pa.table([pa.array(values, type=f.type) for values, f in zip(columns, schema)], schema=schema))
+        if runs:
+            parts.append(_runs_table(runs, schema))
         self.run_dir.write_parquet(f"{table}/{name}", parts[0] if len(parts) == 1 else pa.concat_tables(parts))
-        self.rows[table], self.columns[table] = [], _no_columns(table)
+        self.rows[table], self.runs[table], self.run_rows[table] = [], [], 0
 
     def flush(self) -> None:
         for table in STREAMED:
@@ -160,11 +164,29 @@ class TableWriter:
         discard_parts(self.run_dir, self.host, epoch)
         self.epoch, self.sequence = epoch, 0
         self.rows = {t: [] for t in STREAMED}
-        self.columns = {t: _no_columns(t) for t in STREAMED}
+        self.runs = {t: [] for t in STREAMED}
+        self.run_rows = dict.fromkeys(STREAMED, 0)
 
 
-def _no_columns(table: str) -> list[list]:
-    return [[] for _ in SCHEMAS[table]]
+def _runs_table(runs: list[tuple[int, tuple]], schema: pa.Schema) -> pa.Table:
+    """The rows of ``runs`` (see ``TableWriter.extend_run``) as one table: a column every run
+    gives one value for is those values repeated, any other the runs' values joined (one
+    value repeated where a run gave one), all through numpy object arrays, which Arrow
+    converts several times faster than lists."""
+    counts = np.fromiter((count for count, _ in runs), np.int64, len(runs))
+    run_of_row = None
+    arrays = []
+    for position, field in enumerate(schema):
+        given = [columns[position] for _, columns in runs]
+        if not any(isinstance(values, (list, np.ndarray)) for values in given):
+            if run_of_row is None:
+                run_of_row = pa.array(np.repeat(np.arange(len(runs)), counts))
+            arrays.append(pa.array(given, type=field.type).take(run_of_row))
+            continue
+        parts = [np.asarray(values, object) if isinstance(values, (list, np.ndarray)) else np.full(count, values, object)
+                 for values, count in zip(given, counts.tolist())]
+        arrays.append(pa.array(np.concatenate(parts), type=field.type))
+    return pa.table(arrays, schema=schema)
 
 
 def discard_parts(run_dir: RunDir | Collected, host: int, epoch: int) -> None:

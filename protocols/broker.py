@@ -71,7 +71,7 @@ while the link was down, or everything, when this broker restarted empty).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -91,7 +91,7 @@ class Context(Protocol):
 
     def send(self, destination: str, message: Message) -> None: ...
 
-    def deliver(self, publication: Message, sub_ids: list[str], clients: list) -> None: ...  # one each
+    def deliver(self, publication: Message, sub_ids: Sequence[str], clients: Sequence) -> None: ...  # one each
 
     def event(self, kind: str, **detail) -> None: ...
 

@@ -37,6 +37,7 @@ class RoutingTable(FilterIndex):
         self.routed = np.zeros((8, len(neighbors)), bool)
         self._group_seen = np.zeros(len(neighbors), np.uint8)
         self._clients = np.empty(8, object)  # per slot: the issuing client
+        self._ids = np.empty(8, object)  # per slot: the entry's id (``_id_of``), for deliveries
         self.since = np.zeros(8, np.int64)
         self.until = np.full(8, FOREVER, np.int64)
         self._local_of_client: dict[str | None, dict[Key, None]] = {}  # in the order they became local here
@@ -45,6 +46,7 @@ class RoutingTable(FilterIndex):
     def _grow_slot_arrays(self, size: int) -> None:
         super()._grow_slot_arrays(size)
         self._clients = _grown(self._clients, size, len(self._clients))
+        self._ids = _grown(self._ids, size, len(self._ids))
         self.since = _grown(self.since, size, len(self.since))
         self.until = np.concatenate([self.until, np.full(size - len(self.until), FOREVER, np.int64)])
         for name in ("toward", "routed"):
@@ -54,6 +56,11 @@ class RoutingTable(FilterIndex):
             setattr(self, name, grown)
         for name, old in self.columns.items():
             self.columns[name] = np.concatenate([old, np.zeros(size - len(old), old.dtype)])
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "_ids" not in state:  # a checkpoint written before the ids were kept
+            self._ids = np.array([_id_of(key) for key in self._keys.tolist()], object)
 
     def add_column(self, name: str, dtype=np.int32) -> None:
         """A per-slot array ``columns[name]`` (zero for new slots; it is replaced, not
@@ -85,7 +92,7 @@ class RoutingTable(FilterIndex):
         client); its slot."""
         self.add(key, f)
         slot = self._slot_of[key]
-        self._clients[slot] = client
+        self._clients[slot], self._ids[slot] = client, _id_of(key)
         self.since[slot], self.until[slot] = 0, FOREVER
         self.toward[slot] = 0
         self.routed[slot] = False
@@ -95,7 +102,7 @@ class RoutingTable(FilterIndex):
     def remove(self, key: Key) -> Filter:
         slot = self._slot_of[key]
         self.set_last_hop(slot, NO_GROUP)
-        self._clients[slot] = None
+        self._clients[slot] = self._ids[slot] = None
         return super().remove(key)
 
     def slot(self, key: Key) -> int:
@@ -135,13 +142,14 @@ class RoutingTable(FilterIndex):
         inside = (self.since[slots] <= t_pub) & (t_pub < self.until[slots])
         return slots if inside.all() else slots[inside]
 
-    def ids_of(self, slots: np.ndarray) -> list[str]:
-        """The ids of the entries at ``slots`` (of keys (id, generation), as brokers key them)."""
-        return [key[0] for key in self._keys[slots].tolist()]
+    def ids_of(self, slots: np.ndarray) -> np.ndarray:
+        """The ids (``_id_of``) of the entries at ``slots``, an object array (deliveries are
+        written from such arrays, see actors/results.py)."""
+        return self._ids[slots]
 
-    def clients_of(self, slots: np.ndarray) -> list:
-        """The clients that issued the entries at ``slots``, in order."""
-        return self._clients[slots].tolist()
+    def clients_of(self, slots: np.ndarray) -> np.ndarray:
+        """The clients that issued the entries at ``slots``, in order (an object array)."""
+        return self._clients[slots]
 
     def routed_hops(self, slot: int) -> list[int]:
         """Neighbour indices the entry is routed toward, ascending."""
@@ -185,3 +193,8 @@ class RoutingTable(FilterIndex):
         counts = np.zeros(len(self.neighbors), np.int32)
         kernels.group_counts(self.intersecting_slots(sub), self._group, counts)
         return counts
+
+
+def _id_of(key: Key):
+    """An entry's id: the id of a key (id, generation), as brokers key entries; else the key."""
+    return key[0] if type(key) is tuple else key

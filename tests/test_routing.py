@@ -1,4 +1,5 @@
 """Routing tables answer the broker's questions exactly as brute force over the oracle would."""
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -118,3 +119,19 @@ def test_a_clients_local_entries_follow_adds_repointing_and_removes():
     assert table.local_keys_of("P") == [] and table.local_keys_of("Q") == [] and not table._local_of_client
     table.add_route(("C1", 0), f, LOCAL, "Q")  # into a freed slot
     assert table.local_keys_of("Q") == [("C1", 0)]
+
+
+def test_entries_ids_and_clients_follow_their_slots_also_in_a_table_pickled_before_ids_were_kept():
+    table = RoutingTable(NEIGHBORS)
+    f = parse_filter("[x,>,1]")
+    for key, client in ((("S1", 0), "P"), (("S2", 3), None), (("S3", 1), "Q")):
+        table.add_route(key, f, LOCAL, client)
+    table.remove(("S2", 3))
+    table.add_route(("S4", 2), f, LOCAL, "R")  # into S2's slot
+    slots = np.array([table.slot(k) for k in (("S4", 2), ("S1", 0), ("S3", 1))])
+    assert table.ids_of(slots).tolist() == ["S4", "S1", "S3"] and table.clients_of(slots).tolist() == ["R", "P", "Q"]
+    state = dict(table.__dict__)
+    del state["_ids"]
+    restored = RoutingTable.__new__(RoutingTable)
+    restored.__setstate__(state)
+    assert restored.ids_of(slots).tolist() == ["S4", "S1", "S3"] and len(restored._ids) == len(table._ids)

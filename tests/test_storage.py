@@ -6,10 +6,11 @@ import pickle
 import tracemalloc
 from array import array
 
+import numpy as np
 import pytest
 
 from actors import coordinator
-from actors.results import TableWriter, read_table
+from actors.results import SCHEMAS, TableWriter, read_table
 from actors.storage import Collected, RunDir, dump_state
 from experiments.cli import main
 
@@ -88,22 +89,22 @@ def test_pickling_a_state_copies_none_of_its_arrays():
     assert peak < len(big) * big.itemsize / 10
 
 
-def test_rows_given_one_by_one_and_as_columns_share_a_part(tmp_path):
+def test_rows_given_one_by_one_and_as_runs_share_a_part(tmp_path):
     writer = TableWriter(RunDir(tmp_path), host=0, flush_rows=6)
     writer.append("deliveries", "M1", "S1", "c1", "B1", 10, 20, 1)
-    writer.extend_columns("deliveries", (["M2"] * 2, ["S1", "S2"], ["c1", "c2"], ["B2"] * 2, [30] * 2, [40] * 2,
-                                         [2] * 2))
+    writer.extend_run("deliveries", 2, ("M2", ["S1", "S2"], np.array(["c1", None], object), "B2", 30, 40, 2))
     assert list(tmp_path.glob("deliveries/*.parquet")) == []  # 3 rows buffered
-    writer.extend_columns("deliveries", (["M3"] * 3, ["S3", "S4", "S5"], ["c3"] * 3, ["B3"] * 3, [50] * 3,
-                                         [60] * 3, [3] * 3))  # 6: one part
+    # a column given per row in one run and once in another
+    writer.extend_run("deliveries", 3, ("M3", np.array(["S3", "S4", "S5"], object), "c3", "B3", 50, [60, 61, 62], 3))
     writer.append("deliveries", "M4", "S6", "c6", "B4", 70, 80, 4)
     writer.flush()
     rows = read_table(tmp_path, "deliveries").to_pylist()
-    assert [(r["pub_id"], r["sub_id"], r["client"], r["broker"], r["t_pub_us"], r["hops"]) for r in rows] == [
-        ("M1", "S1", "c1", "B1", 10, 1), ("M2", "S1", "c1", "B2", 30, 2), ("M2", "S2", "c2", "B2", 30, 2),
-        ("M3", "S3", "c3", "B3", 50, 3), ("M3", "S4", "c3", "B3", 50, 3), ("M3", "S5", "c3", "B3", 50, 3),
-        ("M4", "S6", "c6", "B4", 70, 4)]
+    assert [tuple(r.values()) for r in rows] == [
+        ("M1", "S1", "c1", "B1", 10, 20, 1), ("M2", "S1", "c1", "B2", 30, 40, 2), ("M2", "S2", None, "B2", 30, 40, 2),
+        ("M3", "S3", "c3", "B3", 50, 60, 3), ("M3", "S4", "c3", "B3", 50, 61, 3), ("M3", "S5", "c3", "B3", 50, 62, 3),
+        ("M4", "S6", "c6", "B4", 70, 80, 4)]
     assert len(list(tmp_path.glob("deliveries/*.parquet"))) == 2
+    assert read_table(tmp_path, "deliveries").schema == SCHEMAS["deliveries"]
 
 
 @pytest.mark.ray
