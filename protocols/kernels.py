@@ -393,6 +393,18 @@ def count_toward(slots, toward, routed, group, hop, delta, out):
 
 
 @njit(cache=True, nogil=True)
+def within_windows(slots, since, until, t, out):
+    """Write to ``out`` those of ``slots`` whose window ``[since, until)`` holds ``t``, in
+    order; returns how many."""
+    inside = 0
+    for s in slots:
+        if since[s] <= t < until[s]:
+            out[inside] = s
+            inside += 1
+    return inside
+
+
+@njit(cache=True, nogil=True)
 def group_counts(slots, group, counts):
     """``counts[g]``: how many of ``slots`` are in group g >= 0 (``counts`` zeroed by the caller)."""
     for s in slots:

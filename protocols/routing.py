@@ -139,8 +139,9 @@ class RoutingTable(FilterIndex):
 
     def delivering(self, slots: np.ndarray, t_pub: int) -> np.ndarray:
         """Those of ``slots`` whose delivery window holds a publication published at ``t_pub``."""
-        inside = (self.since[slots] <= t_pub) & (t_pub < self.until[slots])
-        return slots if inside.all() else slots[inside]
+        inside = np.empty(len(slots), np.int64)
+        count = kernels.within_windows(slots, self.since, self.until, t_pub, inside)
+        return slots if count == len(slots) else inside[:count]
 
     def ids_of(self, slots: np.ndarray) -> np.ndarray:
         """The ids (``_id_of``) of the entries at ``slots``, an object array (deliveries are
