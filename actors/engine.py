@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from protocols.broker import Broker
-from protocols.language import Publication
+from protocols.language import Publication, rebuilt_by_constructor
 from protocols.messages import Message
 
 from .costs import CostModel
@@ -60,6 +60,8 @@ class Arrival:
     queue_len: int = 0
     origin: int | None = None
     issued: int | None = None
+
+    __reduce__ = rebuilt_by_constructor
 
 
 def origin_of_fault(number: int) -> int:

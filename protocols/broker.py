@@ -76,7 +76,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from .index import Match, Work
-from .language import conforms
+from .language import conforms, rebuilt_by_constructor
 from .messages import Message
 from .routing import LOCAL, RoutingTable
 
@@ -123,6 +123,8 @@ class Route:
     msg: Message
     last_hop: str | None  # None: a local client
     slot: int
+
+    __reduce__ = rebuilt_by_constructor
 
 
 @dataclass(slots=True)

@@ -373,6 +373,13 @@ class _Columns:
         return 2 * len(self.place_attribute)
 
 
+def _attribute_of_fields(*fields) -> "_Attribute":
+    attribute = _Attribute.__new__(_Attribute)
+    for name, value in zip(_Attribute.__slots__, fields):
+        setattr(attribute, name, value)
+    return attribute
+
+
 class _Attribute:
     """The places of one (attribute, type), by number (see ``_Columns``): its interval cells,
     and a bucket of equality cells per value."""
@@ -386,6 +393,9 @@ class _Attribute:
         self.interval = -1  # its interval place (the index gives it one)
         self.buckets: dict[object, int] = {}
         self.values: list = []  # the buckets' values, sorted
+
+    def __reduce__(self):  # one tuple of its fields (see language.rebuilt_by_constructor)
+        return _attribute_of_fields, tuple(getattr(self, name) for name in self.__slots__)
 
     def probed(self, test: int, query, place_size: array.array) -> tuple[list[int], int, bool]:
         """The non-empty places a probe with the Constraint ``query`` must scan, their cells,
@@ -500,7 +510,26 @@ class IndexStorage:
             self._store(part, disjunct)
         self._part_count[slot] = len(parts)
 
+    def __getstate__(self) -> dict:
+        """The slots' columns as one array and their lengths (-1: a free slot): pickled slot by
+        slot, each array made a tuple and a buffer that the pickler held to a checkpoint's end."""
+        state = self.__dict__.copy()
+        columns_of = state.pop("_columns_of")
+        lengths, flat = state["_columns_of_lengths"], state["_columns_of_flat"] = array.array("i"), array.array("i")
+        for columns in columns_of:
+            lengths.append(-1 if columns is None else len(columns))
+            if columns:
+                flat.extend(columns)
+        return state
+
     def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        if "_columns_of_flat" in state:
+            flat, start, columns_of = state.pop("_columns_of_flat"), 0, []
+            for length in state.pop("_columns_of_lengths"):
+                columns_of.append(None if length < 0 else flat[start : start + length])
+                start += max(length, 0)
+            state["_columns_of"] = columns_of
         self.__dict__.update(state)
         if "_live_cells" not in state:  # a checkpoint written before the count was kept
             self._live_cells = sum(len(columns) for columns in self._columns_of if columns)

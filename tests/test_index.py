@@ -287,3 +287,19 @@ def test_sorted_columns_answer_exactly_through_churn():
                                     "[class,'S']")
             assert sorted(index.matching(pub)) == sorted(k for k, f in live.items() if matches(f, pub))
     assert sorted_seen > 20 * 64 and dead_seen > 0  # many blocks, and removed cells left in place
+
+
+def test_a_pickled_table_keeps_each_slots_columns_free_slots_and_disjunctions_included():
+    index = _table([parse_filter("[x,>,1],[y,<,5]"), parse_filter("[x,=,3]"), parse_filter("[z,>=,2]")])
+    index.add(3, parse_filter("[x,<,0] || [y,=,7],[z,>,1]"))  # a disjunctive entry: its own slot holds no cells
+    index.remove(1)  # a free slot
+    restored = pickle.loads(pickle.dumps(index))
+    assert [None if c is None else c.tolist() for c in restored._columns_of] == [
+        None if c is None else c.tolist() for c in index._columns_of]
+    assert None in restored._columns_of and any(c is not None and not c for c in restored._columns_of)
+    for table in (index, restored):
+        table.remove(3)
+        table.add(4, parse_filter("[y,>,6]"))
+    pub = parse_publication("[x,0],[y,7],[z,2]")
+    assert restored.matching(pub) == index.matching(pub) == [2, 4]
+    assert restored._columns_of == index._columns_of
