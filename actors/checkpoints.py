@@ -99,12 +99,12 @@ class Checkpoints:
         except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError) as exc:
             raise InputError(f"--resume {run_dir}: {setup} cannot be read ({exc}); "
                              "it was written by another version or is damaged") from None
-        latest = latest_complete(run_dir)
+        found, latest = latest_complete(run_dir), None
         for name in run_dir.names(FOLDER, "epoch-*"):
-            if latest is None or f"{FOLDER}/{name}" != latest[0]:
+            if found is None or f"{FOLDER}/{name}" != found[0]:
                 run_dir.delete(f"{FOLDER}/{name}")
-        if latest is not None:
-            folder, info = latest
+        if found is not None:
+            folder, info = found
             latest = Checkpoint(info["epoch"], info["t_us"], info["wall_s"], _snapshots(folder, info["hosts"]))
         checkpoints = cls(run_dir, spec.checkpoint_every_us, max(hosts, 1), spec.max_recoveries, latest)
         return spec, hosts, placement, checkpoints

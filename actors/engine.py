@@ -31,8 +31,8 @@ from __future__ import annotations
 import heapq
 import json
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 from protocols.broker import Broker
 from protocols.language import Publication, rebuilt_by_constructor

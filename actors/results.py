@@ -124,10 +124,13 @@ class TableWriter:
             self._flush(table)
 
     def extend_run(self, table: str, count: int, columns: tuple) -> None:
-        """``count`` rows given as columns in the order of the table's columns, each a list or
-        numpy array of the rows' values, or one value (not a list) that every row of the run has.
-        Kept as given and laid out in numpy and Arrow at the flush: expanding and converting
-        them value by value in Python cost a large run a tenth of its time."""
+        """``count`` rows given as columns in the order of the table's columns, each a list,
+        tuple or numpy array of the rows' values, or one value that every row of the run has.
+        Kept as given (the caller must not change them afterwards) and laid out in numpy and
+        Arrow at the flush: expanding and converting them value by value in Python cost a
+        large run a tenth of its time."""
+        if not count:
+            return
         self.runs[table].append((count, columns))
         self.run_rows[table] += count
         if len(self.rows[table]) + self.run_rows[table] >= self.flush_rows:
@@ -168,6 +171,9 @@ class TableWriter:
         self.run_rows = dict.fromkeys(STREAMED, 0)
 
 
+_PER_ROW = (list, tuple, np.ndarray)  # a run's column given value by value (else one value for the run)
+
+
 def _runs_table(runs: list[tuple[int, tuple]], schema: pa.Schema) -> pa.Table:
     """The rows of ``runs`` (see ``TableWriter.extend_run``) as one table: a column every run
     gives one value for is those values repeated, any other the runs' values joined (one
@@ -178,12 +184,12 @@ def _runs_table(runs: list[tuple[int, tuple]], schema: pa.Schema) -> pa.Table:
     arrays = []
     for position, field in enumerate(schema):
         given = [columns[position] for _, columns in runs]
-        if not any(isinstance(values, (list, np.ndarray)) for values in given):
+        if not any(isinstance(values, _PER_ROW) for values in given):
             if run_of_row is None:
                 run_of_row = pa.array(np.repeat(np.arange(len(runs)), counts))
             arrays.append(pa.array(given, type=field.type).take(run_of_row))
             continue
-        parts = [np.asarray(values, object) if isinstance(values, (list, np.ndarray)) else np.full(count, values, object)
+        parts = [np.asarray(values, object) if isinstance(values, _PER_ROW) else np.full(count, values, object)
                  for values, count in zip(given, counts.tolist())]
         arrays.append(pa.array(np.concatenate(parts), type=field.type))
     return pa.table(arrays, schema=schema)

@@ -70,8 +70,9 @@ while the link was down, or everything, when this broker restarted empty).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

@@ -511,8 +511,9 @@ class IndexStorage:
         self._part_count[slot] = len(parts)
 
     def __getstate__(self) -> dict:
-        """The slots' columns as one array and their lengths (-1: a free slot): pickled slot by
-        slot, each array made a tuple and a buffer that the pickler held to a checkpoint's end."""
+        """The slots' columns as one array and their lengths (-1: a free slot). Pickled slot by
+        slot, each slot's array added a tuple and a buffer, all of which the pickler keeps until
+        the dump ends."""
         state = self.__dict__.copy()
         columns_of = state.pop("_columns_of")
         lengths, flat = state["_columns_of_lengths"], state["_columns_of_flat"] = array.array("i"), array.array("i")

@@ -46,10 +46,11 @@ _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
 def rebuilt_by_constructor(self):
-    """``__reduce__`` of a dataclass with slots: unpickled by one constructor call, about twice
-    as fast as field by field (checkpoints and batches between hosts hold many), and pickled
-    with one tuple of its fields, where the default makes a tuple, a dict and another tuple,
-    all of which the pickler holds to a checkpoint's end."""
+    """``__reduce__`` of a dataclass with slots whose fields are all its constructor's, in
+    order (no ``init=False`` field, no ``__post_init__``, not subclassed): unpickled by one
+    constructor call, about twice as fast as field by field (checkpoints and batches between
+    hosts hold many), and pickled with one tuple of its fields, where the default makes a
+    tuple, a dict and another tuple, all of which the pickler keeps until the dump ends."""
     cls = type(self)
     fields = _FIELDS_OF.get(cls)
     if fields is None:

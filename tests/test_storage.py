@@ -92,11 +92,13 @@ def test_pickling_a_state_copies_none_of_its_arrays():
 def test_rows_given_one_by_one_and_as_runs_share_a_part(tmp_path):
     writer = TableWriter(RunDir(tmp_path), host=0, flush_rows=6)
     writer.append("deliveries", "M1", "S1", "c1", "B1", 10, 20, 1)
-    writer.extend_run("deliveries", 2, ("M2", ["S1", "S2"], np.array(["c1", None], object), "B2", 30, 40, 2))
+    writer.extend_run("deliveries", 2, ("M2", ("S1", "S2"), np.array(["c1", None], object), "B2", 30, 40, 2))
     assert list(tmp_path.glob("deliveries/*.parquet")) == []  # 3 rows buffered
     # a column given per row in one run and once in another
     writer.extend_run("deliveries", 3, ("M3", np.array(["S3", "S4", "S5"], object), "c3", "B3", 50, [60, 61, 62], 3))
     writer.append("deliveries", "M4", "S6", "c6", "B4", 70, 80, 4)
+    writer.flush()
+    writer.extend_run("deliveries", 0, ("M9", [], [], "B9", 90, 90, 9))  # no rows: no part
     writer.flush()
     rows = read_table(tmp_path, "deliveries").to_pylist()
     assert [tuple(r.values()) for r in rows] == [
