@@ -29,7 +29,6 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
-from typing import Callable
 
 Value = float | int | str
 
@@ -46,20 +45,20 @@ _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
 def rebuilt_by_constructor(self):
-    """``__reduce__`` of a dataclass with slots whose fields are all its constructor's, in
-    order (no ``init=False`` field, no ``__post_init__``, not subclassed): unpickled by one
-    constructor call, about twice as fast as field by field (checkpoints and batches between
-    hosts hold many), and pickled with one tuple of its fields, where the default makes a
-    tuple, a dict and another tuple, all of which the pickler keeps until the dump ends."""
+    """``__reduce__`` of a dataclass with slots whose fields (two or more) are all its
+    constructor's, in order (no ``init=False`` field, no ``__post_init__``, not subclassed):
+    unpickled by one constructor call, about twice as fast as field by field (checkpoints and
+    batches between hosts hold many), and pickled with one tuple of its fields, where the
+    default makes a tuple, a dict and another tuple, all of which the pickler keeps until the
+    dump ends."""
     cls = type(self)
     fields = _FIELDS_OF.get(cls)
     if fields is None:
-        fields = _FIELDS_OF[cls] = attrgetter(*cls.__slots__) if len(cls.__slots__) > 1 else (
-            lambda value, name=cls.__slots__[0]: (getattr(value, name),))
+        fields = _FIELDS_OF[cls] = attrgetter(*cls.__slots__)  # (of one name it would not give a tuple)
     return cls, fields(self)
 
 
-_FIELDS_OF: dict[type, Callable] = {}  # per class: a function giving an instance's fields as a tuple
+_FIELDS_OF: dict[type, attrgetter] = {}  # per class: its instances' fields as a tuple
 
 
 @dataclass(frozen=True, slots=True)
