@@ -7,7 +7,7 @@ from __future__ import annotations
 import array
 import bisect
 import itertools
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Callable, Hashable
 
 import numpy as np
@@ -19,6 +19,7 @@ from .language import (
     Constraint,
     Filter,
     Publication,
+    rebuilt_by_constructor,
 )
 
 Key = Hashable
@@ -373,29 +374,19 @@ class _Columns:
         return 2 * len(self.place_attribute)
 
 
-def _attribute_of_fields(*fields) -> "_Attribute":
-    attribute = _Attribute.__new__(_Attribute)
-    for name, value in zip(_Attribute.__slots__, fields):
-        setattr(attribute, name, value)
-    return attribute
-
-
+@dataclass(slots=True, eq=False)
 class _Attribute:
     """The places of one (attribute, type), by number (see ``_Columns``): its interval cells,
     and a bucket of equality cells per value."""
 
-    __slots__ = ("id", "interval", "buckets", "values", "cells", "numeric")
+    id: int
+    numeric: bool  # its interval columns may be sorted (string codes get renumbered)
+    cells: int = 0  # in all its places
+    interval: int = -1  # its interval place (the index gives it one)
+    buckets: dict[object, int] = field(default_factory=dict)
+    values: list = field(default_factory=list)  # the buckets' values, sorted
 
-    def __init__(self, attr_id: int, numeric: bool) -> None:
-        self.id = attr_id
-        self.numeric = numeric  # its interval columns may be sorted (string codes get renumbered)
-        self.cells = 0  # in all its places
-        self.interval = -1  # its interval place (the index gives it one)
-        self.buckets: dict[object, int] = {}
-        self.values: list = []  # the buckets' values, sorted
-
-    def __reduce__(self):  # one tuple of its fields (see language.rebuilt_by_constructor)
-        return _attribute_of_fields, tuple(getattr(self, name) for name in self.__slots__)
+    __reduce__ = rebuilt_by_constructor
 
     def probed(self, test: int, query, place_size: array.array) -> tuple[list[int], int, bool]:
         """The non-empty places a probe with the Constraint ``query`` must scan, their cells,
