@@ -105,6 +105,9 @@ class TableWriter:
         self.flush_rows = flush_rows
         self.epoch = 0
         self.sequence = 0
+        self._empty_buffers()
+
+    def _empty_buffers(self) -> None:
         self.rows: dict[str, list[tuple]] = {t: [] for t in STREAMED}
         self.runs: dict[str, list[tuple[int, tuple]]] = {t: [] for t in STREAMED}
         self.run_rows: dict[str, int] = dict.fromkeys(STREAMED, 0)
@@ -127,8 +130,8 @@ class TableWriter:
         """``count`` rows given as columns in the order of the table's columns, each a list,
         tuple or numpy array of the rows' values, or one value that every row of the run has.
         Kept as given (the caller must not change them afterwards) and laid out in numpy and
-        Arrow at the flush: expanding and converting them value by value in Python cost a
-        large run a tenth of its time."""
+        Arrow at the flush: expanded and converted value by value in Python, the deliveries of
+        a paper-size run cost a large share of its time (bench/LOG.md, session 58)."""
         if not count:
             return
         self.runs[table].append((count, columns))
@@ -166,9 +169,7 @@ class TableWriter:
         """Delete this host's parts from ``epoch`` on (a restore goes back to its start)."""
         discard_parts(self.run_dir, self.host, epoch)
         self.epoch, self.sequence = epoch, 0
-        self.rows = {t: [] for t in STREAMED}
-        self.runs = {t: [] for t in STREAMED}
-        self.run_rows = dict.fromkeys(STREAMED, 0)
+        self._empty_buffers()
 
 
 _PER_ROW = (list, tuple, np.ndarray)  # a run's column given value by value (else one value for the run)
