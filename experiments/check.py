@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
@@ -44,7 +45,7 @@ from actors.storage import RunDir
 from protocols.errors import InputError
 from protocols.index import FilterIndex
 from protocols.language import matches
-from workloads.oracle import Expected, expected_pairs
+from workloads.oracle import in_oracle_order, of_kind, reached_by_publication
 
 EXCUSES = ("fault", "moving client", "subscription changing", "advertisement changing", "in flight at the end",
            "held back at the end")
@@ -53,16 +54,24 @@ EXAMPLES = 5
 
 @dataclass
 class RunData:
-    """What ``check`` reads of a run besides its deliveries."""
+    """What ``check`` reads of a run besides its deliveries: the operations it came to, in the
+    oracle's order (``workloads.oracle.in_oracle_order``), and their publications and
+    subscriptions, numbered in that order."""
 
     run_dir: RunDir
     manifest: dict
-    expected: Expected  # of the operations the run came to
+    ordered: list  # the operations the run came to
+    publications: list
+    subscriptions: list
     injections: list  # all the workload's, by trace sequence number
     not_published: int  # publications the workload would have made after the run ended
 
     def issued(self, injection) -> bool:
         return _issued(self.manifest, injection)
+
+    def reached(self) -> Iterator[np.ndarray]:
+        """The oracle: per publication, in order, the numbers of the subscriptions it reaches."""
+        return reached_by_publication(self.ordered, self.manifest["scenario"]["protocol"].get("check_conformance", True))
 
 
 def _issued(manifest: dict, injection) -> bool:
@@ -101,96 +110,192 @@ def load_run(run_dir: RunDir, injections: list | None = None) -> RunData:
         raise InputError(f"{run_dir}: run status is {manifest.get('status')!r}, not 'complete': nothing to check")
     if injections is None:
         _, injections = rebuild_workload(manifest, str(run_dir.path("manifest.json")))
-    conformance = manifest["scenario"]["protocol"].get("check_conformance", True)
-    issued = [i for i in injections if _issued(manifest, i)]
-    not_published = sum(i.message.kind == "pub" for i in injections) - sum(i.message.kind == "pub" for i in issued)
-    return RunData(run_dir, manifest, expected_pairs(issued, conformance), injections, not_published)
+    issued = in_oracle_order([i for i in injections if _issued(manifest, i)])
+    publications = of_kind(issued, "pub")
+    not_published = sum(i.message.kind == "pub" for i in injections) - len(publications)
+    return RunData(run_dir, manifest, issued, publications, of_kind(issued, "sub"), injections, not_published)
 
 
-def check(run_dir: RunDir, injections: list | None = None, keep_expected: bool = False) -> dict:
+def check(run_dir: RunDir, injections: list | None = None, keep_expected: bool = False,
+          batch_rows: int = 4_000_000) -> dict:
     """The check of one run as a JSON-able mapping (``exact``, and per kind of difference its
     count, counts by publication time and the first examples); ``injections``: the run's
     workload, where the caller still holds it. ``keep_expected``: also give the run its
-    ``expected`` table where it has none (``write_expected``)."""
-    data = load_run(run_dir, injections)
+    ``expected`` table where it has none (``write_expected``). The deliveries are read
+    ``batch_rows`` at a time."""
+    return check_loaded(load_run(run_dir, injections), keep_expected, batch_rows)
+
+
+def check_loaded(data: RunData, keep_expected: bool = False, batch_rows: int = 4_000_000) -> dict:
+    """``check`` of a loaded run. Memory goes with the publications, not the pairs: one pass
+    over the deliveries tallies each publication's (``Tally``), the oracle's pairs are made
+    and compared one publication at a time (``OracleTally``), and only the publications whose
+    tallies differ are compared pair by pair, in a second pass over their deliveries."""
+    tally = tally_deliveries(data, batch_rows)
+    oracle = tally_oracle(data, tally)
     if keep_expected:
-        write_expected(data)
-    return compare(data, read_delivered(run_dir, data.expected))
+        write_expected(data, oracle.counts)
+    return compare(data, tally, oracle, read_delivered(data, oracle.differing, batch_rows))
 
 
-def write_expected(data: RunData) -> None:
+def write_expected(data: RunData, counts: np.ndarray | None = None) -> None:
     """The run's ``expected`` table, how many pairs the oracle says each publication the run
-    made owes, where the run has none (a run with faults writes its own): the analysis
-    measures what a run offered its brokers from it (the share delivered, the backlog)."""
+    made owes (``counts``, where the caller has them), where the run has none (a run with
+    faults writes its own): the analysis measures what a run offered its brokers from it (the
+    share delivered, the backlog)."""
     if has_table(data.run_dir, "expected"):
         return
-    expected = data.expected
+    if counts is None:
+        counts = np.array([len(reached) for reached in data.reached()], np.int64)
     write_expected_table(data.run_dir, [(i.message.id, i.t_us, n) for i, n in
-                                        zip(expected.publications, expected.counts().tolist())])
+                                        zip(data.publications, counts.tolist())])
 
 
 @dataclass
-class Delivered:
-    """A run's deliveries as ``compare`` needs them: for each row naming a publication and a
-    subscription the oracle knows, its pair's code (publication index times the subscriptions,
-    plus subscription index) and its delay; the rows naming others; how many rows in all."""
+class Tally:
+    """Per publication, its delivery rows that name a publication and a subscription the
+    oracle knows: how many, a digest of their subscriptions and the sum of their delays; and
+    the rows that name others, and how many rows in all. The digest is the sum, mod 2^64, of
+    each row's subscription number scrambled (``_scrambled``): the same for the same multiset
+    of subscriptions, and for a different one the same only by a chance of about 2^-64."""
 
-    codes: np.ndarray
+    count: np.ndarray
+    digest: np.ndarray
     delay_us: np.ndarray
     unknown: pa.Table
     rows: int
 
 
-def read_delivered(run_dir: RunDir, expected: Expected, batch_rows: int = 4_000_000) -> Delivered:
-    """The run's ``deliveries`` as ``Delivered``, read ``batch_rows`` at a time: a run of 100
-    million deliveries then holds its pairs' codes and delays (1.6 GB), not its table's id strings."""
-    pub_ids = pa.array([i.message.id for i in expected.publications], pa.string())
-    sub_ids = pa.array([i.message.id for i in expected.subscriptions], pa.string())
-    width = max(len(expected.subscriptions), 1)
-    codes, delays, unknown, rows = [], [], [], 0
-    for batch in read_table_in_batches(run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"],
+def tally_deliveries(data: RunData, batch_rows: int = 4_000_000) -> Tally:
+    """One pass over the run's ``deliveries``, ``batch_rows`` at a time."""
+    pub_ids, sub_ids = _ids(data.publications), _ids(data.subscriptions)
+    scrambled = _scrambled(len(data.subscriptions))
+    n = len(data.publications)
+    tally = Tally(np.zeros(n, np.int64), np.zeros(n, np.uint64), np.zeros(n, np.int64), None, 0)
+    unknown = []
+    for batch in read_table_in_batches(data.run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"],
                                        batch_rows):
         pub, sub = positions(batch["pub_id"], pub_ids), positions(batch["sub_id"], sub_ids)
         known = (pub >= 0) & (sub >= 0)
-        codes.append(pub[known] * width + sub[known])
-        delay = pc.subtract(batch["t_deliver_us"], batch["t_pub_us"]).to_numpy(zero_copy_only=False)
-        delays.append(delay[known])
-        unknown.append(batch.select(["pub_id", "sub_id"]).filter(pa.array(~known)))
-        rows += batch.num_rows
-    return Delivered(np.concatenate(codes), np.concatenate(delays), pa.concat_tables(unknown), rows)
+        if not known.all():
+            unknown.append(batch.select(["pub_id", "sub_id"]).filter(pa.array(~known)))
+            pub, sub, batch = pub[known], sub[known], batch.filter(pa.array(known))
+        tally.count += np.bincount(pub, minlength=n)
+        _add_by_publication(tally.digest, pub, scrambled[sub])
+        _add_by_publication(tally.delay_us, pub, _delays(batch))
+        tally.rows += int(known.size)
+    tally.unknown = pa.concat_tables(unknown) if unknown else pa.table(
+        {"pub_id": pa.array([], pa.string()), "sub_id": pa.array([], pa.string())})
+    return tally
 
 
-def compare(data: RunData, deliveries: Delivered) -> dict:
-    """``check``'s result for a run's deliveries against its oracle. Pairs are codes, so that the
-    sets are compared by numpy, and only the pairs that differ meet the exceptions."""
-    expected = data.expected
-    n_pubs, n_subs = len(expected.publications), len(expected.subscriptions)
+def _add_by_publication(totals: np.ndarray, pub: np.ndarray, values: np.ndarray) -> None:
+    """``totals[pub[i]] += values[i]`` for every row (wrapping for unsigned totals), by the runs
+    of rows of one publication: a broker writes a publication's deliveries together."""
+    if not len(pub):
+        return
+    starts = np.flatnonzero(np.concatenate([[True], pub[1:] != pub[:-1]]))
+    np.add.at(totals, pub[starts], np.add.reduceat(values.astype(totals.dtype, copy=False), starts))
+
+
+def _scrambled(n: int) -> np.ndarray:
+    """A 64-bit scramble (splitmix64's, one to one) of each of the numbers 0 .. n-1."""
+    z = (np.arange(n, dtype=np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@dataclass
+class OracleTally:
+    """The oracle against a run's ``Tally``: per publication the pairs it expects
+    (``counts``); the publications whose delivered rows differ from those pairs in number or
+    digest (``differing``, in order); and those publications' pairs as codes (publication
+    times the subscriptions plus subscription; sorted)."""
+
+    counts: np.ndarray
+    differing: np.ndarray
+    wanted: np.ndarray
+
+
+def tally_oracle(data: RunData, tally: Tally) -> OracleTally:
+    scrambled = _scrambled(len(data.subscriptions))
+    width = max(len(data.subscriptions), 1)
+    counts = np.zeros(len(data.publications), np.int64)
+    differing, wanted = [], []
+    for pub, reached in enumerate(data.reached()):
+        counts[pub] = len(reached)
+        if len(reached) != tally.count[pub] or scrambled[reached].sum() != tally.digest[pub]:
+            differing.append(pub)
+            wanted.append(pub * width + reached)
+    return OracleTally(counts, np.array(differing, np.int64),
+                       np.concatenate(wanted) if wanted else np.zeros(0, np.int64))
+
+
+@dataclass
+class Delivered:
+    """The delivery rows of some publications that name a subscription the oracle knows: their
+    pairs' codes (as ``OracleTally.wanted``) and delays."""
+
+    codes: np.ndarray
+    delay_us: np.ndarray
+
+
+def read_delivered(data: RunData, pubs: np.ndarray, batch_rows: int = 4_000_000) -> Delivered:
+    """The ``deliveries`` of the publications numbered ``pubs`` (none read when there are none)."""
+    codes, delays = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    if len(pubs):
+        wanted_ids = _ids([data.publications[p] for p in pubs.tolist()])
+        pub_ids, sub_ids = _ids(data.publications), _ids(data.subscriptions)
+        width = max(len(data.subscriptions), 1)
+        for batch in read_table_in_batches(data.run_dir, "deliveries",
+                                           ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"], batch_rows):
+            batch = batch.filter(pc.is_in(batch["pub_id"], value_set=wanted_ids))
+            pub, sub = positions(batch["pub_id"], pub_ids), positions(batch["sub_id"], sub_ids)
+            known = sub >= 0
+            codes.append(pub[known] * width + sub[known])
+            delays.append(_delays(batch)[known])
+    return Delivered(np.concatenate(codes), np.concatenate(delays))
+
+
+def _ids(injections: list) -> pa.Array:
+    return pa.array([i.message.id for i in injections], pa.string())
+
+
+def _delays(deliveries: pa.Table) -> np.ndarray:
+    return pc.subtract(deliveries["t_deliver_us"], deliveries["t_pub_us"]).to_numpy(zero_copy_only=False)
+
+
+def compare(data: RunData, tally: Tally, oracle: OracleTally, delivered: Delivered) -> dict:
+    """``check``'s result for a run's tallies and the deliveries of the publications whose
+    tallies differ. Pairs are codes, so that the sets are compared by numpy, and only the pairs
+    that differ meet the exceptions (``Timing``, read only when there are any)."""
+    n_subs = len(data.subscriptions)
     width = max(n_subs, 1)
-    codes = deliveries.codes
-    wanted = expected.pub * width + expected.sub  # sorted: the oracle's pairs are in publication, then subscription order
+    codes, wanted = delivered.codes, oracle.wanted
     delivered_wanted = _members(wanted, codes)
-    delivered, counts = np.unique(codes, return_counts=True)
-    missing = wanted[~_members(delivered, wanted)]
-    extra = delivered[~_members(wanted, delivered)]
-    twice = delivered[counts > 1]
+    found, counts = np.unique(codes, return_counts=True)
+    missing = wanted[~_members(found, wanted)]
+    extra = found[~_members(wanted, found)]
+    twice = found[counts > 1]
+    timing = Timing(data) if len(missing) or len(extra) else None
 
-    timing = Timing(data)
     end_us = int(data.manifest["sim_end_us"])
-    pub_t = np.array([i.t_us for i in expected.publications], np.int64)
+    pub_t = np.array([i.t_us for i in data.publications], np.int64)
     result = {
-        "run": str(data.run_dir), "publications": n_pubs, "subscriptions": n_subs,
-        "expected_pairs": int(len(wanted)), "deliveries": deliveries.rows,
+        "run": str(data.run_dir), "publications": len(data.publications), "subscriptions": n_subs,
+        "expected_pairs": int(oracle.counts.sum()), "deliveries": tally.rows,
         "not_published": data.not_published,
         "bucket_s": _bucket_s(end_us),
     }
     miss_p, miss_s = missing // width, missing % width
-    miss_excuse = timing.excuses(miss_p, miss_s, in_flight_counts=True)
+    miss_excuse = timing.excuses(miss_p, miss_s, in_flight_counts=True) if timing else np.zeros(0, object)
     extra_p, extra_s = extra // width, extra % width
-    extra_reason = _extra_reasons(data, timing, extra_p, extra_s)
-    unknown = deliveries.unknown
-    result["missing"] = _section(data, pub_t, miss_p, miss_s, miss_excuse == "", timing.drop_causes(miss_p))
+    extra_reason = _extra_reasons(data, timing, extra_p, extra_s) if timing else np.zeros(0, object)
+    result["missing"] = _section(data, pub_t, miss_p, miss_s, miss_excuse == "",
+                                 timing.drop_causes(miss_p) if timing else [])
     wrong = np.array([not r.startswith("excused") for r in extra_reason.tolist()], bool)
-    result["extra"] = _section(data, pub_t, extra_p, extra_s, wrong, extra_reason, unknown)
+    result["extra"] = _section(data, pub_t, extra_p, extra_s, wrong, extra_reason, tally.unknown)
     twice_p, twice_s = twice // width, twice % width
     result["duplicate"] = _section(data, pub_t, twice_p, twice_s, np.ones(len(twice), bool),
                                    [f"delivered {n} times" for n in counts[counts > 1].tolist()])
@@ -203,8 +308,12 @@ def compare(data: RunData, deliveries: Delivered) -> dict:
                                                 result["bucket_s"]) for name in EXCUSES if excused[name]}
     result["exact"] = not (result["missing"]["count"] or result["extra"]["count"] or result["duplicate"]["count"])
     # still queued at the end whatever excuse came first (a change in flight may name it before the end does)
-    still = (timing.pub_end[miss_p] >= timing.forever) & ~timing.pub_dropped[miss_p]
-    result["delay"] = _delay(deliveries.delay_us[delivered_wanted], end_us - pub_t[miss_p[still]])
+    still = ((timing.pub_end[miss_p] >= timing.forever) & ~timing.pub_dropped[miss_p]) if timing else []
+    agreeing = np.ones(len(data.publications), bool)
+    agreeing[oracle.differing] = False
+    result["delay"] = _delay(int(tally.delay_us[agreeing].sum()) + int(delivered.delay_us[delivered_wanted].sum()),
+                             int(tally.count[agreeing].sum()) + int(delivered_wanted.sum()),
+                             end_us - pub_t[miss_p[still]])
     return result
 
 
@@ -218,15 +327,16 @@ def _members(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return sorted_values[at] == queries
 
 
-def _delay(waited: np.ndarray, waited_us: np.ndarray) -> dict:
-    """The mean delay of the pairs the oracle expects and the run delivered (``waited``: each
-    copy's, as the analysis counts them), and the same mean with each pair still in flight at the end counted
-    as delivered at the end (``waited_us``: how long each had waited by then). A run that ends
-    with a backlog leaves its slowest pairs out of the first, which then falls the more it
-    leaves queued; the second is a lower bound on the mean over every pair the run owed."""
-    delivered_us, in_flight_us = float(waited.sum()), float(waited_us.sum())
-    counted = len(waited) + len(waited_us)
-    return {"delivered_mean_s": delivered_us / len(waited) / 1e6 if len(waited) else None,
+def _delay(delivered_us: int, delivered: int, waited_us: np.ndarray) -> dict:
+    """The mean delay of the pairs the oracle expects and the run delivered (``delivered_us``
+    over ``delivered``: each copy's, as the analysis counts them), and the same mean with each
+    pair still in flight at the end counted as delivered at the end (``waited_us``: how long
+    each had waited by then). A run that ends with a backlog leaves its slowest pairs out of
+    the first, which then falls the more it leaves queued; the second is a lower bound on the
+    mean over every pair the run owed."""
+    in_flight_us = float(waited_us.sum())
+    counted = delivered + len(waited_us)
+    return {"delivered_mean_s": delivered_us / delivered / 1e6 if delivered else None,
             "in_flight_at_end": int(len(waited_us)),
             "mean_counting_in_flight_s": (delivered_us + in_flight_us) / counted / 1e6 if counted else None}
 
@@ -264,13 +374,13 @@ class Timing:
     # ------------------------------------------------------------------ publications
 
     def _publications(self, messages: pa.Table, in_flight: pa.Table) -> None:
-        expected = self.data.expected
-        pub_ids = pa.array([i.message.id for i in expected.publications], pa.string())
+        data = self.data
+        pub_ids = pa.array([i.message.id for i in data.publications], pa.string())
         copies = messages.filter(pc.equal(messages["kind"], "pub"))
         which = positions(copies["msg_id"], pub_ids)
         done = self._ends(copies)
-        n = len(expected.publications)
-        self.pub_start = np.array([i.t_us for i in expected.publications], np.int64)
+        n = len(data.publications)
+        self.pub_start = np.array([i.t_us for i in data.publications], np.int64)
         self.pub_end = self.pub_start.copy()
         ok = which >= 0
         np.maximum.at(self.pub_end, which[ok], done[ok])
@@ -282,8 +392,8 @@ class Timing:
         self.pub_held[late[(late >= 0) & ~on_link]] = True
         dropped = _ints(copies["dropped"], False) & ok
         self.dropped_causes: dict[int, set[str]] = {}
-        causes = copies["cause"].to_pylist()
-        for p, cause in zip(which[dropped].tolist(), (causes[i] for i in np.flatnonzero(dropped))):
+        causes = copies["cause"].filter(pa.array(dropped)).to_pylist()
+        for p, cause in zip(which[dropped].tolist(), causes):
             self.dropped_causes.setdefault(p, set()).add(cause or "dropped")
         self.pub_dropped = np.zeros(n, bool)
         self.pub_dropped[list(self.dropped_causes)] = True
@@ -319,7 +429,7 @@ class Timing:
             keys, first = np.unique(origins[order], return_index=True)
             settled = dict(zip(keys.tolist(), np.maximum.reduceat(ends[order], first).tolist()))
         injections = self.data.injections
-        number_of_sub = {i.message.id: n for n, i in enumerate(self.data.expected.subscriptions)}
+        number_of_sub = {i.message.id: n for n, i in enumerate(self.data.subscriptions)}
         by_sub, by_client, moves = [], [], []
         for seq, injection in enumerate(injections):
             message = injection.message
@@ -386,10 +496,10 @@ class Timing:
         if not len(pubs):
             return reason
         start, end = self.pub_start[pubs], self.pub_end[pubs]
-        expected = self.data.expected
+        data = self.data
         number = self.client_number
-        subscriber = np.array([number[expected.subscriptions[s].message.client] for s in subs.tolist()], np.int64)
-        publisher = np.array([number[expected.publications[p].message.client] for p in pubs.tolist()], np.int64)
+        subscriber = np.array([number[data.subscriptions[s].message.client] for s in subs.tolist()], np.int64)
+        publisher = np.array([number[data.publications[p].message.client] for p in pubs.tolist()], np.int64)
         tests = [
             ("fault", self.fault_windows.overlap(np.zeros(len(pubs), np.int64), start, end)),
             ("moving client", self.move_windows.overlap(subscriber, start, end)
@@ -424,9 +534,9 @@ class Timing:
             return self._coverers_of[sub]
         if self._all_subscriptions is None:
             self._all_subscriptions = FilterIndex()
-            for n, injection in enumerate(self.data.expected.subscriptions):
+            for n, injection in enumerate(self.data.subscriptions):
                 self._all_subscriptions.add(n, injection.message.filter)
-        found = self._all_subscriptions.covering(self.data.expected.subscriptions[sub].message.filter)
+        found = self._all_subscriptions.covering(self.data.subscriptions[sub].message.filter)
         self._coverers_of[sub] = np.array(sorted(n for n in found if n != sub), np.int64)
         return self._coverers_of[sub]
 
@@ -457,12 +567,11 @@ def _extra_reasons(data: RunData, timing: Timing, pubs: np.ndarray, subs: np.nda
     """Per delivered pair the oracle does not expect: why it is wrong ('does not match',
     'subscription not present', 'publication not advertised'), or 'excused: ...' when the
     subscription or its publisher's advertisements were changing while it was in flight."""
-    expected = data.expected
     reasons = np.full(len(pubs), "", object)
     excuse = timing.excuses(pubs, subs, in_flight_counts=False)
     for i, (p, s) in enumerate(zip(pubs.tolist(), subs.tolist())):
-        publication = expected.publications[p].message.publication
-        if not matches(expected.subscriptions[s].message.filter, publication):
+        publication = data.publications[p].message.publication
+        if not matches(data.subscriptions[s].message.filter, publication):
             reasons[i] = "does not match"
         elif excuse[i]:
             reasons[i] = f"excused: {excuse[i]}"
@@ -475,13 +584,12 @@ def _section(data: RunData, pub_t: np.ndarray, pubs: np.ndarray, subs: np.ndarra
              reasons, unknown: pa.Table | None = None) -> dict:
     """One kind of difference: the pairs ``counted`` (the others are excused), by
     publication time, with the first examples (earliest publications first)."""
-    expected = data.expected
     counted = np.asarray(counted, bool)
     reasons = np.asarray(reasons, object) if len(pubs) else np.zeros(0, object)
     pubs, subs, reasons = pubs[counted], subs[counted], reasons[counted]
     bucket_s = _bucket_s(int(data.manifest["sim_end_us"]))
     order = np.lexsort((subs, pub_t[pubs]))[:EXAMPLES]
-    examples = [{"pub_id": expected.publications[p].message.id, "sub_id": expected.subscriptions[s].message.id,
+    examples = [{"pub_id": data.publications[p].message.id, "sub_id": data.subscriptions[s].message.id,
                  "t_pub_s": pub_t[p] / 1e6, **({"why": r} if r and not r.startswith("excused") else {})}
                 for p, s, r in zip(pubs[order].tolist(), subs[order].tolist(), reasons[order].tolist())]
     count = int(len(pubs))

@@ -107,9 +107,27 @@ def test_planted_missing_extra_and_duplicate_deliveries_are_counted_with_example
     assert whys == {"does not match", "no such publication or subscription"}
 
 
+def test_a_delivery_swapped_for_another_subscription_of_the_same_publication_is_found(
+        write_scenario, tmp_path, capsys):
+    """The publication's deliveries keep their number; only their subscriptions differ (the
+    tally's digest), and the pair-level comparison then names both pairs."""
+    out = run(write_scenario, tmp_path)
+    rows = read_table(out, "deliveries").to_pylist()
+    # after the move settles, x <= 10 reaches S2 and S3 but not S1
+    swapped = next(r for r in rows if r["sub_id"] == "S2" and r["t_pub_us"] > 7_000_000
+                   and int(r["pub_id"][1:]) % 97 + 1 <= 10)
+    status, result = checked(capsys, with_deliveries(out, tmp_path, lambda found: [
+        dict(r, sub_id="S1") if r == swapped else r for r in found]))
+    (report,) = result["runs"]
+    assert status == 1 and report["deliveries"] == len(rows)
+    assert report["missing"]["count"] == 1 and report["missing"]["examples"][0]["sub_id"] == "S2"
+    assert report["extra"]["count"] == 1 and report["extra"]["why"] == {"does not match": 1}
+    assert report["extra"]["examples"][0]["pub_id"] == swapped["pub_id"]
+
+
 def test_deliveries_read_a_few_parts_at_a_time_are_checked_as_when_read_at_once(write_scenario, tmp_path):
     from actors.storage import RunDir
-    from experiments.check import compare, load_run, read_delivered
+    from experiments.check import check
 
     out = run(write_scenario, tmp_path)
     rows = read_table(out, "deliveries").to_pylist()
@@ -119,9 +137,8 @@ def test_deliveries_read_a_few_parts_at_a_time_are_checked_as_when_read_at_once(
     for n, start in enumerate(range(0, len(rows), 100)):
         pq.write_table(pa.Table.from_pylist(rows[start:start + 100], schema=SCHEMAS["deliveries"]),
                        out / "deliveries" / f"part-{n:05d}.parquet")
-    data = load_run(RunDir(out))
-    at_once = compare(data, read_delivered(data.run_dir, data.expected))
-    in_batches = compare(data, read_delivered(data.run_dir, data.expected, batch_rows=150))
+    at_once = check(RunDir(out))
+    in_batches = check(RunDir(out), batch_rows=150)
     assert len(rows) > 600 and at_once["deliveries"] == len(rows)
     assert at_once["extra"]["count"] == 1 and at_once["duplicate"]["count"] == 1
     assert in_batches == at_once

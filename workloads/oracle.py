@@ -9,6 +9,7 @@ Matching goes through the routing index (one compiled call per publication), whi
 property tests hold to the scalar reference (protocols/language.py)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -24,7 +25,7 @@ class Expected(NamedTuple):
     """The oracle's pairs: ``pub[i]`` (an index into ``publications``) reaches ``sub[i]`` (an
     index into ``subscriptions``); pairs in publication order, then subscription order.
     ``publications`` and ``subscriptions`` are the workload's publish and subscribe
-    injections in trace order."""
+    injections in the oracle's order (``in_oracle_order``)."""
 
     publications: list[Injection]
     subscriptions: list[Injection]
@@ -37,21 +38,22 @@ class Expected(NamedTuple):
         sub_ids = [i.message.id for i in self.subscriptions]
         return {(pub_ids[p], sub_ids[s]) for p, s in zip(self.pub.tolist(), self.sub.tolist())}
 
-    def counts(self) -> np.ndarray:
-        """Per publication, the subscriptions it reaches."""
-        return np.bincount(self.pub, minlength=len(self.publications))
+
+def in_oracle_order(injections: list[Injection]) -> list[Injection]:
+    """Injections as the oracle takes them: by time, then trace sequence. A subscription's
+    number is its place among the subscriptions in this order."""
+    return sorted(injections, key=lambda i: (i.t_us, i.seq))
 
 
-def expected_pairs(injections: list[Injection], check_conformance: bool = True) -> Expected:
-    """The oracle's pairs of a compiled workload (``injections`` in any order: they are taken
-    by time, then trace sequence)."""
+def reached_by_publication(ordered: list[Injection], check_conformance: bool = True) -> Iterator[np.ndarray]:
+    """Per publication of ``ordered`` (``in_oracle_order``), in order, the numbers of the
+    subscriptions it reaches, sorted: one publication's at a time, for a caller that need not
+    hold every pair."""
     subscriptions_index = FilterIndex()
     advertisements: dict[str, dict[str, object]] = {}  # client -> advertisement id -> filter
-    number_of: dict[str, int] = {}  # subscription id -> its index in ``subscriptions``
-    publications: list[Injection] = []
-    subscriptions: list[Injection] = []
-    pub_parts, sub_parts = [], []
-    for injection in sorted(injections, key=lambda i: (i.t_us, i.seq)):
+    number_of: dict[str, int] = {}  # subscription id -> its number
+    nobody = np.zeros(0, np.int64)
+    for injection in ordered:
         message = injection.message
         kind = message.kind
         if kind == "pub":
@@ -60,31 +62,43 @@ def expected_pairs(injections: list[Injection], check_conformance: bool = True) 
                 conforms(publication, f) for f in advertisements.get(message.client, {}).values())
             if admitted and len(subscriptions_index):
                 reached = subscriptions_index.keys_of(subscriptions_index.match(publication).slots)
-                if reached:
-                    pub_parts.append(np.full(len(reached), len(publications), np.int64))
-                    sub_parts.append(np.array(reached, np.int64))
-            publications.append(injection)
+                yield np.sort(np.array(reached, np.int64)) if reached else nobody
+            else:
+                yield nobody
         elif kind == "sub":
-            number_of[message.id] = len(subscriptions)
-            subscriptions_index.add(len(subscriptions), message.filter)
-            subscriptions.append(injection)
+            number_of[message.id] = len(number_of)
+            subscriptions_index.add(number_of[message.id], message.filter)
         elif kind == "unsub":
             subscriptions_index.remove(number_of[message.id])
         elif kind == "adv":
             advertisements.setdefault(message.client, {})[message.id] = message.filter
         elif kind == "unadv":
             del advertisements[message.client][message.id]
+
+
+def of_kind(ordered: list[Injection], kind: str) -> list[Injection]:
+    return [i for i in ordered if i.message.kind == kind]
+
+
+def expected_pairs(injections: list[Injection], check_conformance: bool = True) -> Expected:
+    """The oracle's pairs of a compiled workload (``injections`` in any order)."""
+    ordered = in_oracle_order(injections)
+    pub_parts, sub_parts = [], []
+    for number, reached in enumerate(reached_by_publication(ordered, check_conformance)):
+        if len(reached):
+            pub_parts.append(np.full(len(reached), number, np.int64))
+            sub_parts.append(reached)
     pub = np.concatenate(pub_parts) if pub_parts else np.zeros(0, np.int64)
     sub = np.concatenate(sub_parts) if sub_parts else np.zeros(0, np.int64)
-    order = np.lexsort((sub, pub))
-    return Expected(publications, subscriptions, pub[order], sub[order])
+    return Expected(of_kind(ordered, "pub"), of_kind(ordered, "sub"), pub, sub)
 
 
 def expected_subscribers(injections: list[Injection], check_conformance: bool = True) -> list[tuple[str, int, int]]:
     """(publication id, time published in us, subscriptions it reaches) per publication, in
-    the order of ``injections`` (time, then trace sequence)."""
-    expected = expected_pairs(injections, check_conformance)
-    return [(i.message.id, i.t_us, int(n)) for i, n in zip(expected.publications, expected.counts().tolist())]
+    the oracle's order (time, then trace sequence)."""
+    ordered = in_oracle_order(injections)
+    return [(i.message.id, i.t_us, len(reached)) for i, reached in
+            zip(of_kind(ordered, "pub"), reached_by_publication(ordered, check_conformance))]
 
 
 def expected_deliveries(records: list[dict], check_conformance: bool = True) -> set[tuple[str, str]]:
