@@ -218,10 +218,11 @@ def read_table(run_dir, table: str, columns: list[str] | None = None) -> pa.Tabl
     return pa.concat_tables([run_dir.read_parquet(f"{table}/{p}", columns) for p in parts], promote_options="default")
 
 
-def read_table_in_batches(run_dir, table: str, columns: list[str], rows: int = 4_000_000):
+def read_table_in_batches(run_dir, table: str, columns: list[str], rows: int = 4_000_000, filters=None):
     """``read_table``'s rows in its order, as consecutive tables of about ``rows`` rows each
     (whole part files; one empty table with the schema when there are none), for a reader that
-    need not hold a large run's table at once."""
+    need not hold a large run's table at once; only the rows that pass ``filters``
+    (``RunDir.read_parquet``'s)."""
     run_dir = as_run_dir(run_dir)
     parts = run_dir.names(table, "part-*.parquet")
     if not parts:
@@ -229,7 +230,7 @@ def read_table_in_batches(run_dir, table: str, columns: list[str], rows: int = 4
         return
     batch, held = [], 0
     for part in parts:
-        batch.append(run_dir.read_parquet(f"{table}/{part}", columns))
+        batch.append(run_dir.read_parquet(f"{table}/{part}", columns, filters))
         held += batch[-1].num_rows
         if held >= rows:
             yield pa.concat_tables(batch, promote_options="default")

@@ -69,9 +69,11 @@ class RunData:
     def issued(self, injection) -> bool:
         return _issued(self.manifest, injection)
 
-    def reached(self) -> Iterator[np.ndarray]:
-        """The oracle: per publication, in order, the numbers of the subscriptions it reaches."""
-        return reached_by_publication(self.ordered, self.manifest["scenario"]["protocol"].get("check_conformance", True))
+    def reached(self, asked: np.ndarray | None = None) -> Iterator[np.ndarray | None]:
+        """The oracle: per publication, in order, the numbers of the subscriptions it reaches
+        (of those ``asked``: ``workloads.oracle.reached_by_publication``)."""
+        return reached_by_publication(self.ordered, self.manifest["scenario"]["protocol"].get("check_conformance", True),
+                                      asked)
 
 
 def _issued(manifest: dict, injection) -> bool:
@@ -117,25 +119,33 @@ def load_run(run_dir: RunDir, injections: list | None = None) -> RunData:
 
 
 def check(run_dir: RunDir, injections: list | None = None, keep_expected: bool = False,
-          batch_rows: int = 4_000_000) -> dict:
+          batch_rows: int = 4_000_000, pairs_at_once: int | None = None) -> dict:
     """The check of one run as a JSON-able mapping (``exact``, and per kind of difference its
     count, counts by publication time and the first examples); ``injections``: the run's
     workload, where the caller still holds it. ``keep_expected``: also give the run its
     ``expected`` table where it has none (``write_expected``). The deliveries are read
-    ``batch_rows`` at a time."""
-    return check_loaded(load_run(run_dir, injections), keep_expected, batch_rows)
+    ``batch_rows`` at a time, and compared ``pairs_at_once`` pairs at a time (``check_loaded``)."""
+    return check_loaded(load_run(run_dir, injections), keep_expected, batch_rows, pairs_at_once or PAIRS_AT_ONCE)
 
 
-def check_loaded(data: RunData, keep_expected: bool = False, batch_rows: int = 4_000_000) -> dict:
+PAIRS_AT_ONCE = 100_000_000  # pairs (delivered and expected) compared at once: about 4 GB
+
+
+def check_loaded(data: RunData, keep_expected: bool = False, batch_rows: int = 4_000_000,
+                 pairs_at_once: int = PAIRS_AT_ONCE) -> dict:
     """``check`` of a loaded run. Memory goes with the publications, not the pairs: one pass
-    over the deliveries tallies each publication's (``Tally``), the oracle's pairs are made
-    and compared one publication at a time (``OracleTally``), and only the publications whose
-    tallies differ are compared pair by pair, in a second pass over their deliveries."""
+    over the deliveries tallies each publication's (``Tally``), the oracle walks the
+    publications one at a time against it (``tally_oracle``), and only the publications whose
+    tallies differ are compared pair by pair, ``pairs_at_once`` pairs or so at a time: per
+    group of them, the oracle's pairs made again and their deliveries read from the rows that
+    can hold them."""
     tally = tally_deliveries(data, batch_rows)
-    oracle = tally_oracle(data, tally)
+    counts, differing = tally_oracle(data, tally)
     if keep_expected:
-        write_expected(data, oracle.counts)
-    return compare(data, tally, oracle, read_delivered(data, oracle.differing, batch_rows))
+        write_expected(data, counts)
+    differences = [compare_pairs(oracle_codes(data, group), read_delivered(data, tally, group, batch_rows))
+                   for group in _groups(differing, tally.count + counts, pairs_at_once)]
+    return report(data, tally, counts, differing, Differences.of_groups(differences))
 
 
 def write_expected(data: RunData, counts: np.ndarray | None = None) -> None:
@@ -154,14 +164,17 @@ def write_expected(data: RunData, counts: np.ndarray | None = None) -> None:
 @dataclass
 class Tally:
     """Per publication, its delivery rows that name a publication and a subscription the
-    oracle knows: how many, a digest of their subscriptions and the sum of their delays; and
-    the rows that name others, and how many rows in all. The digest is the sum, mod 2^64, of
-    each row's subscription number scrambled (``_scrambled``): the same for the same multiset
-    of subscriptions, and for a different one the same only by a chance of about 2^-64."""
+    oracle knows: how many, a digest of their subscriptions, the sum of their delays and the
+    first and last publication time they carry; and the rows that name others, and how many
+    rows in all. The digest is the sum, mod 2^64, of each row's subscription number scrambled
+    (``_scrambled``): the same for the same multiset of subscriptions, and for a different one
+    the same only by a chance of about 2^-64."""
 
     count: np.ndarray
     digest: np.ndarray
     delay_us: np.ndarray
+    first_t_pub_us: np.ndarray
+    last_t_pub_us: np.ndarray
     unknown: pa.Table
     rows: int
 
@@ -171,7 +184,8 @@ def tally_deliveries(data: RunData, batch_rows: int = 4_000_000) -> Tally:
     pub_ids, sub_ids = _ids(data.publications), _ids(data.subscriptions)
     scrambled = _scrambled(len(data.subscriptions))
     n = len(data.publications)
-    tally = Tally(np.zeros(n, np.int64), np.zeros(n, np.uint64), np.zeros(n, np.int64), None, 0)
+    tally = Tally(np.zeros(n, np.int64), np.zeros(n, np.uint64), np.zeros(n, np.int64),
+                  np.full(n, np.iinfo(np.int64).max), np.full(n, np.iinfo(np.int64).min), None, 0)
     unknown = []
     for batch in read_table_in_batches(data.run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"],
                                        batch_rows):
@@ -180,22 +194,26 @@ def tally_deliveries(data: RunData, batch_rows: int = 4_000_000) -> Tally:
         if not known.all():
             unknown.append(batch.select(["pub_id", "sub_id"]).filter(pa.array(~known)))
             pub, sub, batch = pub[known], sub[known], batch.filter(pa.array(known))
+        t_pub = batch["t_pub_us"].to_numpy(zero_copy_only=False)
         tally.count += np.bincount(pub, minlength=n)
-        _add_by_publication(tally.digest, pub, scrambled[sub])
-        _add_by_publication(tally.delay_us, pub, _delays(batch))
+        _by_publication(np.add, tally.digest, pub, scrambled[sub])
+        _by_publication(np.add, tally.delay_us, pub, _delays(batch))
+        _by_publication(np.minimum, tally.first_t_pub_us, pub, t_pub)
+        _by_publication(np.maximum, tally.last_t_pub_us, pub, t_pub)
         tally.rows += int(known.size)
     tally.unknown = pa.concat_tables(unknown) if unknown else pa.table(
         {"pub_id": pa.array([], pa.string()), "sub_id": pa.array([], pa.string())})
     return tally
 
 
-def _add_by_publication(totals: np.ndarray, pub: np.ndarray, values: np.ndarray) -> None:
-    """``totals[pub[i]] += values[i]`` for every row (wrapping for unsigned totals), by the runs
-    of rows of one publication: a broker writes a publication's deliveries together."""
+def _by_publication(ufunc: np.ufunc, totals: np.ndarray, pub: np.ndarray, values: np.ndarray) -> None:
+    """``totals[pub[i]] = ufunc(totals[pub[i]], values[i])`` for every row (wrapping for unsigned
+    sums), by the runs of rows of one publication: a broker writes a publication's deliveries
+    together."""
     if not len(pub):
         return
     starts = np.flatnonzero(np.concatenate([[True], pub[1:] != pub[:-1]]))
-    np.add.at(totals, pub[starts], np.add.reduceat(values.astype(totals.dtype, copy=False), starts))
+    ufunc.at(totals, pub[starts], ufunc.reduceat(values.astype(totals.dtype, copy=False), starts))
 
 
 def _scrambled(n: int) -> np.ndarray:
@@ -206,56 +224,99 @@ def _scrambled(n: int) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-@dataclass
-class OracleTally:
-    """The oracle against a run's ``Tally``: per publication the pairs it expects
-    (``counts``); the publications whose delivered rows differ from those pairs in number or
-    digest (``differing``, in order); and those publications' pairs as codes (publication
-    times the subscriptions plus subscription; sorted)."""
-
-    counts: np.ndarray
-    differing: np.ndarray
-    wanted: np.ndarray
-
-
-def tally_oracle(data: RunData, tally: Tally) -> OracleTally:
+def tally_oracle(data: RunData, tally: Tally) -> tuple[np.ndarray, np.ndarray]:
+    """Per publication the pairs the oracle expects; and the publications whose delivered rows
+    differ from those pairs in number or digest, in order."""
     scrambled = _scrambled(len(data.subscriptions))
-    width = max(len(data.subscriptions), 1)
     counts = np.zeros(len(data.publications), np.int64)
-    differing, wanted = [], []
+    differing = []
     for pub, reached in enumerate(data.reached()):
         counts[pub] = len(reached)
         if len(reached) != tally.count[pub] or scrambled[reached].sum() != tally.digest[pub]:
             differing.append(pub)
-            wanted.append(pub * width + reached)
-    return OracleTally(counts, np.array(differing, np.int64),
-                       np.concatenate(wanted) if wanted else np.zeros(0, np.int64))
+    return counts, np.array(differing, np.int64)
+
+
+def _groups(pubs: np.ndarray, pairs: np.ndarray, pairs_at_once: int) -> list[np.ndarray]:
+    """``pubs`` in consecutive groups of about ``pairs_at_once`` of their ``pairs`` each (one
+    publication at least)."""
+    if not len(pubs):
+        return []
+    before = np.cumsum(pairs[pubs]) - pairs[pubs]
+    group = before // max(pairs_at_once, 1)
+    return np.split(pubs, np.flatnonzero(np.diff(group)) + 1)
+
+
+def oracle_codes(data: RunData, pubs: np.ndarray) -> np.ndarray:
+    """The oracle's pairs of the publications numbered ``pubs`` (ascending) as codes
+    (publication times the subscriptions plus subscription), sorted."""
+    asked = np.zeros(len(data.publications), bool)
+    asked[pubs] = True
+    width = max(len(data.subscriptions), 1)
+    codes = [np.zeros(0, np.int64)]
+    for pub, reached in enumerate(data.reached(asked)):
+        if reached is not None:
+            codes.append(pub * width + reached)
+        if pub == pubs[-1]:
+            break
+    return np.concatenate(codes)
 
 
 @dataclass
 class Delivered:
     """The delivery rows of some publications that name a subscription the oracle knows: their
-    pairs' codes (as ``OracleTally.wanted``) and delays."""
+    pairs' codes (as ``oracle_codes``) and delays."""
 
     codes: np.ndarray
     delay_us: np.ndarray
 
 
-def read_delivered(data: RunData, pubs: np.ndarray, batch_rows: int = 4_000_000) -> Delivered:
-    """The ``deliveries`` of the publications numbered ``pubs`` (none read when there are none)."""
+def read_delivered(data: RunData, tally: Tally, pubs: np.ndarray, batch_rows: int = 4_000_000) -> Delivered:
+    """The ``deliveries`` of the publications numbered ``pubs``, read from the row groups whose
+    publication times can hold them (``tally`` has each one's first and last)."""
+    wanted_ids = _ids([data.publications[p] for p in pubs.tolist()])
+    pub_ids, sub_ids = _ids(data.publications), _ids(data.subscriptions)
+    width = max(len(data.subscriptions), 1)
+    between = [("t_pub_us", ">=", int(tally.first_t_pub_us[pubs].min())),
+               ("t_pub_us", "<=", int(tally.last_t_pub_us[pubs].max()))]
     codes, delays = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    if len(pubs):
-        wanted_ids = _ids([data.publications[p] for p in pubs.tolist()])
-        pub_ids, sub_ids = _ids(data.publications), _ids(data.subscriptions)
-        width = max(len(data.subscriptions), 1)
-        for batch in read_table_in_batches(data.run_dir, "deliveries",
-                                           ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"], batch_rows):
-            batch = batch.filter(pc.is_in(batch["pub_id"], value_set=wanted_ids))
-            pub, sub = positions(batch["pub_id"], pub_ids), positions(batch["sub_id"], sub_ids)
-            known = sub >= 0
-            codes.append(pub[known] * width + sub[known])
-            delays.append(_delays(batch)[known])
+    for batch in read_table_in_batches(data.run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"],
+                                       batch_rows, filters=between):
+        batch = batch.filter(pc.is_in(batch["pub_id"], value_set=wanted_ids))
+        pub, sub = positions(batch["pub_id"], pub_ids), positions(batch["sub_id"], sub_ids)
+        known = sub >= 0
+        codes.append(pub[known] * width + sub[known])
+        delays.append(_delays(batch)[known])
     return Delivered(np.concatenate(codes), np.concatenate(delays))
+
+
+@dataclass
+class Differences:
+    """Of the pairs compared: those missing, extra, and delivered more than once (with how many
+    times each); and over the delivered rows the oracle expects, their delays' sum and number."""
+
+    missing: np.ndarray
+    extra: np.ndarray
+    twice: np.ndarray
+    times: np.ndarray
+    delay_us: int
+    delivered: int
+
+    @staticmethod
+    def of_groups(groups: list["Differences"]) -> "Differences":
+        arrays = [np.concatenate([np.zeros(0, np.int64), *(getattr(g, name) for g in groups)])
+                  for name in ("missing", "extra", "twice", "times")]
+        return Differences(*arrays, sum(g.delay_us for g in groups), sum(g.delivered for g in groups))
+
+
+def compare_pairs(wanted: np.ndarray, delivered: Delivered) -> Differences:
+    """The differences between the oracle's pairs (``wanted``, sorted codes) and the rows
+    ``delivered``: pairs are codes, so that the sets are compared by numpy."""
+    codes = delivered.codes
+    delivered_wanted = _members(wanted, codes)
+    found, counts = np.unique(codes, return_counts=True)
+    return Differences(wanted[~_members(found, wanted)], found[~_members(wanted, found)], found[counts > 1],
+                       counts[counts > 1], int(delivered.delay_us[delivered_wanted].sum()), int(delivered_wanted.sum()))
 
 
 def _ids(injections: list) -> pa.Array:
@@ -266,39 +327,30 @@ def _delays(deliveries: pa.Table) -> np.ndarray:
     return pc.subtract(deliveries["t_deliver_us"], deliveries["t_pub_us"]).to_numpy(zero_copy_only=False)
 
 
-def compare(data: RunData, tally: Tally, oracle: OracleTally, delivered: Delivered) -> dict:
-    """``check``'s result for a run's tallies and the deliveries of the publications whose
-    tallies differ. Pairs are codes, so that the sets are compared by numpy, and only the pairs
-    that differ meet the exceptions (``Timing``, read only when there are any)."""
-    n_subs = len(data.subscriptions)
-    width = max(n_subs, 1)
-    codes, wanted = delivered.codes, oracle.wanted
-    delivered_wanted = _members(wanted, codes)
-    found, counts = np.unique(codes, return_counts=True)
-    missing = wanted[~_members(found, wanted)]
-    extra = found[~_members(wanted, found)]
-    twice = found[counts > 1]
-    timing = Timing(data) if len(missing) or len(extra) else None
-
+def report(data: RunData, tally: Tally, counts: np.ndarray, differing: np.ndarray, found: Differences) -> dict:
+    """``check``'s result: the run's tallies, the oracle's ``counts`` and the differences
+    ``found`` among the ``differing`` publications. Only the pairs that differ meet the
+    exceptions (``Timing``, read only when there are any)."""
+    width = max(len(data.subscriptions), 1)
+    timing = Timing(data) if len(found.missing) or len(found.extra) else None
     end_us = int(data.manifest["sim_end_us"])
     pub_t = np.array([i.t_us for i in data.publications], np.int64)
     result = {
-        "run": str(data.run_dir), "publications": len(data.publications), "subscriptions": n_subs,
-        "expected_pairs": int(oracle.counts.sum()), "deliveries": tally.rows,
+        "run": str(data.run_dir), "publications": len(data.publications), "subscriptions": len(data.subscriptions),
+        "expected_pairs": int(counts.sum()), "deliveries": tally.rows,
         "not_published": data.not_published,
         "bucket_s": _bucket_s(end_us),
     }
-    miss_p, miss_s = missing // width, missing % width
+    miss_p, miss_s = found.missing // width, found.missing % width
     miss_excuse = timing.excuses(miss_p, miss_s, in_flight_counts=True) if timing else np.zeros(0, object)
-    extra_p, extra_s = extra // width, extra % width
+    extra_p, extra_s = found.extra // width, found.extra % width
     extra_reason = _extra_reasons(data, timing, extra_p, extra_s) if timing else np.zeros(0, object)
     result["missing"] = _section(data, pub_t, miss_p, miss_s, miss_excuse == "",
                                  timing.drop_causes(miss_p) if timing else [])
     wrong = np.array([not r.startswith("excused") for r in extra_reason.tolist()], bool)
     result["extra"] = _section(data, pub_t, extra_p, extra_s, wrong, extra_reason, tally.unknown)
-    twice_p, twice_s = twice // width, twice % width
-    result["duplicate"] = _section(data, pub_t, twice_p, twice_s, np.ones(len(twice), bool),
-                                   [f"delivered {n} times" for n in counts[counts > 1].tolist()])
+    result["duplicate"] = _section(data, pub_t, found.twice // width, found.twice % width,
+                                   np.ones(len(found.twice), bool), [f"delivered {n} times" for n in found.times.tolist()])
     excused = {name: int(np.sum(miss_excuse == name)) for name in EXCUSES}
     for name in EXCUSES:
         excused[name] += int(np.sum(extra_reason == f"excused: {name}"))
@@ -310,10 +362,9 @@ def compare(data: RunData, tally: Tally, oracle: OracleTally, delivered: Deliver
     # still queued at the end whatever excuse came first (a change in flight may name it before the end does)
     still = ((timing.pub_end[miss_p] >= timing.forever) & ~timing.pub_dropped[miss_p]) if timing else []
     agreeing = np.ones(len(data.publications), bool)
-    agreeing[oracle.differing] = False
-    result["delay"] = _delay(int(tally.delay_us[agreeing].sum()) + int(delivered.delay_us[delivered_wanted].sum()),
-                             int(tally.count[agreeing].sum()) + int(delivered_wanted.sum()),
-                             end_us - pub_t[miss_p[still]])
+    agreeing[differing] = False
+    result["delay"] = _delay(int(tally.delay_us[agreeing].sum()) + found.delay_us,
+                             int(tally.count[agreeing].sum()) + found.delivered, end_us - pub_t[miss_p[still]])
     return result
 
 

@@ -125,7 +125,7 @@ def test_a_delivery_swapped_for_another_subscription_of_the_same_publication_is_
     assert report["extra"]["examples"][0]["pub_id"] == swapped["pub_id"]
 
 
-def test_deliveries_read_a_few_parts_at_a_time_are_checked_as_when_read_at_once(write_scenario, tmp_path):
+def test_deliveries_read_a_few_parts_at_a_time_and_compared_a_few_publications_at_a_time_are_checked_as_at_once(write_scenario, tmp_path):
     from actors.storage import RunDir
     from experiments.check import check
 
@@ -139,9 +139,11 @@ def test_deliveries_read_a_few_parts_at_a_time_are_checked_as_when_read_at_once(
                        out / "deliveries" / f"part-{n:05d}.parquet")
     at_once = check(RunDir(out))
     in_batches = check(RunDir(out), batch_rows=150)
+    in_groups = check(RunDir(out), pairs_at_once=1)  # each differing publication compared on its own
     assert len(rows) > 600 and at_once["deliveries"] == len(rows)
     assert at_once["extra"]["count"] == 1 and at_once["duplicate"]["count"] == 1
-    assert in_batches == at_once
+    assert at_once["excused"]["moving client"] == 2  # two more publications that differ, apart from the duplicate's
+    assert in_batches == at_once and in_groups == at_once
 
 
 def test_a_loss_outside_the_moves_window_is_missing_even_for_the_moving_client(write_scenario, tmp_path, capsys):

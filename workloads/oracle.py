@@ -45,18 +45,24 @@ def in_oracle_order(injections: list[Injection]) -> list[Injection]:
     return sorted(injections, key=lambda i: (i.t_us, i.seq))
 
 
-def reached_by_publication(ordered: list[Injection], check_conformance: bool = True) -> Iterator[np.ndarray]:
+def reached_by_publication(ordered: list[Injection], check_conformance: bool = True,
+                           asked: np.ndarray | None = None) -> Iterator[np.ndarray | None]:
     """Per publication of ``ordered`` (``in_oracle_order``), in order, the numbers of the
     subscriptions it reaches, sorted: one publication's at a time, for a caller that need not
-    hold every pair."""
+    hold every pair. ``asked``: per publication, whether to match it (None for the others)."""
     subscriptions_index = FilterIndex()
     advertisements: dict[str, dict[str, object]] = {}  # client -> advertisement id -> filter
     number_of: dict[str, int] = {}  # subscription id -> its number
     nobody = np.zeros(0, np.int64)
+    number = -1  # the publication's
     for injection in ordered:
         message = injection.message
         kind = message.kind
         if kind == "pub":
+            number += 1
+            if asked is not None and not asked[number]:
+                yield None
+                continue
             publication = message.publication
             admitted = not check_conformance or any(
                 conforms(publication, f) for f in advertisements.get(message.client, {}).values())
