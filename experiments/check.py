@@ -100,8 +100,8 @@ def run_directories(paths: list[str]) -> list[RunDir]:
 
 
 def load_run(run_dir: RunDir, injections: list | None = None) -> RunData:
-    """A complete run's manifest and the oracle of the workload its scenario builds (or of
-    ``injections``, the workload the run was given, where the caller holds it)."""
+    """A complete run's manifest and the workload its scenario builds (or ``injections``, the
+    workload the run was given, where the caller holds it), in the oracle's order."""
     from experiments.build import rebuild_workload
 
     try:
@@ -118,17 +118,17 @@ def load_run(run_dir: RunDir, injections: list | None = None) -> RunData:
     return RunData(run_dir, manifest, issued, publications, of_kind(issued, "sub"), injections, not_published)
 
 
+PAIRS_AT_ONCE = 100_000_000  # pairs (delivered and expected) compared at once: about 4 GB
+
+
 def check(run_dir: RunDir, injections: list | None = None, keep_expected: bool = False,
-          batch_rows: int = 4_000_000, pairs_at_once: int | None = None) -> dict:
+          batch_rows: int = 4_000_000, pairs_at_once: int = PAIRS_AT_ONCE) -> dict:
     """The check of one run as a JSON-able mapping (``exact``, and per kind of difference its
     count, counts by publication time and the first examples); ``injections``: the run's
     workload, where the caller still holds it. ``keep_expected``: also give the run its
     ``expected`` table where it has none (``write_expected``). The deliveries are read
     ``batch_rows`` at a time, and compared ``pairs_at_once`` pairs at a time (``check_loaded``)."""
-    return check_loaded(load_run(run_dir, injections), keep_expected, batch_rows, pairs_at_once or PAIRS_AT_ONCE)
-
-
-PAIRS_AT_ONCE = 100_000_000  # pairs (delivered and expected) compared at once: about 4 GB
+    return check_loaded(load_run(run_dir, injections), keep_expected, batch_rows, pairs_at_once)
 
 
 def check_loaded(data: RunData, keep_expected: bool = False, batch_rows: int = 4_000_000,
