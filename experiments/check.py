@@ -145,7 +145,7 @@ def check_loaded(data: RunData, keep_expected: bool = False, batch_rows: int = 4
         write_expected(data, counts)
     differences = [compare_pairs(oracle_codes(data, group), read_delivered(data, tally, group, batch_rows))
                    for group in _groups(differing, tally.count + counts, pairs_at_once)]
-    return report(data, tally, counts, differing, Differences.of_groups(differences))
+    return report(data, tally, counts, differing, Differences.of_groups(differences), batch_rows)
 
 
 def write_expected(data: RunData, counts: np.ndarray | None = None) -> None:
@@ -327,12 +327,13 @@ def _delays(deliveries: pa.Table) -> np.ndarray:
     return pc.subtract(deliveries["t_deliver_us"], deliveries["t_pub_us"]).to_numpy(zero_copy_only=False)
 
 
-def report(data: RunData, tally: Tally, counts: np.ndarray, differing: np.ndarray, found: Differences) -> dict:
+def report(data: RunData, tally: Tally, counts: np.ndarray, differing: np.ndarray, found: Differences,
+           batch_rows: int = 4_000_000) -> dict:
     """``check``'s result: the run's tallies, the oracle's ``counts`` and the differences
     ``found`` among the ``differing`` publications. Only the pairs that differ meet the
-    exceptions (``Timing``, read only when there are any)."""
+    exceptions (``Timing``, read only when there are any, ``batch_rows`` messages at a time)."""
     width = max(len(data.subscriptions), 1)
-    timing = Timing(data) if len(found.missing) or len(found.extra) else None
+    timing = Timing(data, batch_rows) if len(found.missing) or len(found.extra) else None
     end_us = int(data.manifest["sim_end_us"])
     pub_t = np.array([i.t_us for i in data.publications], np.int64)
     result = {
@@ -402,52 +403,84 @@ def _ints(column, missing) -> np.ndarray:
     return pc.fill_null(column, missing).to_numpy(zero_copy_only=False)
 
 
+def _max_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``keys`` (ascending) and each one's largest value."""
+    if not len(keys):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(keys, kind="stable")
+    found, first = np.unique(keys[order], return_index=True)
+    return found, np.maximum.reduceat(values[order], first)
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of arrays, each of the two concatenated."""
+    return (np.concatenate([np.zeros(0, np.int64), *(k for k, _ in parts)]),
+            np.concatenate([np.zeros(0, np.int64), *(v for _, v in parts)]))
+
+
 class Timing:
     """When each publication was in flight, and the unsettled windows of the operations and
-    faults that excuse a difference, read from the run's ``messages``, ``in_flight`` and
-    ``events``."""
+    faults that excuse a difference, read from the run's ``messages`` (``batch_rows`` at a
+    time), ``in_flight`` and ``events``."""
 
-    def __init__(self, data: RunData) -> None:
+    def __init__(self, data: RunData, batch_rows: int = 4_000_000) -> None:
         self.data = data
         self._all_subscriptions: FilterIndex | None = None  # every subscription's filter, made when first asked
         self._coverers_of: dict[int, np.ndarray] = {}  # subscription -> those covering it, as asked
         run_dir, manifest = data.run_dir, data.manifest
         self.end_us = int(manifest["sim_end_us"])
         self.forever = self.end_us + 1  # an end beyond the run: still in flight when it ended
-        messages = read_table(run_dir, "messages", ["kind", "msg_id", "t_arrive_us", "t_end_us", "dropped", "cause",
-                                                   "origin"])
-        if "origin" not in messages.column_names:
-            raise InputError(f"{run_dir}: the run predates `check` (its messages have no origin column): run it again")
+        self.pub_start = np.array([i.t_us for i in data.publications], np.int64)
+        self.pub_end = self.pub_start.copy()
+        self.dropped_causes: dict[int, set[str]] = {}
+        self._pub_ids = _ids(data.publications)
+        number_of_sub = {i.message.id: n for n, i in enumerate(data.subscriptions)}
+        self._sub_ids = pa.array(list(number_of_sub), pa.string())
+        self._sub_numbers = np.array(list(number_of_sub.values()), np.int64)
+        self._is_advertising = np.array([i.message.kind in ("adv", "unadv") for i in data.injections] + [False], bool)
+        settling, routing = [], []  # per batch: (origin, end) and (subscription, advertisement, end), reduced
+        columns = ["kind", "msg_id", "t_arrive_us", "t_end_us", "dropped", "cause", "origin"]
+        for messages in read_table_in_batches(run_dir, "messages", columns, batch_rows):
+            if messages.num_rows and "origin" not in messages.column_names:
+                raise InputError(f"{run_dir}: the run predates `check` (its messages have no origin column): "
+                                 "run it again")
+            ends = self._ends(messages)
+            self._copies_done(messages, ends)
+            settling.append(self._settling(messages, ends))
+            routing.append(self._routing(messages, ends))
         in_flight = read_table(run_dir, "in_flight", ["kind", "msg_id", "t_arrive_us", "origin"])
-        self._publications(messages, in_flight)
-        self._windows(messages, in_flight)
+        self._copies_waiting(in_flight)
+        still = _ints(in_flight["origin"].drop_null(), 0).astype(np.int64)  # their operations are not settled
+        settling.append(_max_by_key(still, np.full(len(still), self.forever, np.int64)))
+        routing.append(self._routing(in_flight, np.full(in_flight.num_rows, self.forever, np.int64)))
+        self.pub_dropped = np.zeros(len(data.publications), bool)
+        self.pub_dropped[list(self.dropped_causes)] = True
+        self._windows(dict(zip(*(a.tolist() for a in _max_by_key(*_joined(settling))))), _joined(routing))
 
     # ------------------------------------------------------------------ publications
 
-    def _publications(self, messages: pa.Table, in_flight: pa.Table) -> None:
-        data = self.data
-        pub_ids = pa.array([i.message.id for i in data.publications], pa.string())
-        copies = messages.filter(pc.equal(messages["kind"], "pub"))
-        which = positions(copies["msg_id"], pub_ids)
-        done = self._ends(copies)
-        n = len(data.publications)
-        self.pub_start = np.array([i.t_us for i in data.publications], np.int64)
-        self.pub_end = self.pub_start.copy()
+    def _copies_done(self, messages: pa.Table, ends: np.ndarray) -> None:
+        """When each publication's copies among ``messages`` were done with, and the causes of
+        those dropped."""
+        is_copy = _ints(pc.equal(messages["kind"], "pub"), False)
+        copies, ends = messages.filter(pa.array(is_copy)), ends[is_copy]
+        which = positions(copies["msg_id"], self._pub_ids)
         ok = which >= 0
-        np.maximum.at(self.pub_end, which[ok], done[ok])
-        waiting = in_flight.filter(pc.equal(in_flight["kind"], "pub"))
-        late = positions(waiting["msg_id"], pub_ids)
-        on_link = _ints(pc.is_valid(waiting["t_arrive_us"]), False)
-        self.pub_end[late[(late >= 0) & on_link]] = self.forever
-        self.pub_held = np.zeros(n, bool)  # not let into the network yet: its client held it back
-        self.pub_held[late[(late >= 0) & ~on_link]] = True
+        np.maximum.at(self.pub_end, which[ok], ends[ok])
         dropped = _ints(copies["dropped"], False) & ok
-        self.dropped_causes: dict[int, set[str]] = {}
         causes = copies["cause"].filter(pa.array(dropped)).to_pylist()
         for p, cause in zip(which[dropped].tolist(), causes):
             self.dropped_causes.setdefault(p, set()).add(cause or "dropped")
-        self.pub_dropped = np.zeros(n, bool)
-        self.pub_dropped[list(self.dropped_causes)] = True
+
+    def _copies_waiting(self, in_flight: pa.Table) -> None:
+        """Publications with a copy on a link at the end are in flight after it; those whose
+        client still held them were not let into the network (``pub_held``)."""
+        waiting = in_flight.filter(pc.equal(in_flight["kind"], "pub"))
+        late = positions(waiting["msg_id"], self._pub_ids)
+        on_link = _ints(pc.is_valid(waiting["t_arrive_us"]), False)
+        self.pub_end[late[(late >= 0) & on_link]] = self.forever
+        self.pub_held = np.zeros(len(self.data.publications), bool)
+        self.pub_held[late[(late >= 0) & ~on_link]] = True
 
     def _ends(self, rows: pa.Table) -> np.ndarray:
         """Per message row, when its broker was done with it: its service's end, its arrival
@@ -464,23 +497,34 @@ class Timing:
 
     # ------------------------------------------------------------------ windows
 
-    def _windows(self, messages: pa.Table, in_flight: pa.Table) -> None:
-        """The unsettled windows, keyed by subscription (its own operations) and by client
-        (advertisement changes, moves), and the fault windows."""
-        caused = pc.and_(pc.is_valid(messages["origin"]), pc.not_equal(messages["kind"], "pub")).to_numpy(
-            zero_copy_only=False)
-        origins = _ints(messages["origin"], 0)[caused]
-        ends = self._ends(messages.filter(pa.array(caused)))
-        still = _ints(in_flight["origin"].drop_null(), 0).astype(np.int64)
-        origins = np.concatenate([origins, still])
-        ends = np.concatenate([ends, np.full(len(still), self.forever, np.int64)])
-        settled: dict[int, int] = {}
-        if len(origins):
-            order = np.argsort(origins, kind="stable")
-            keys, first = np.unique(origins[order], return_index=True)
-            settled = dict(zip(keys.tolist(), np.maximum.reduceat(ends[order], first).tolist()))
+    def _settling(self, messages: pa.Table, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per operation (its trace sequence number; a fault's recovery: minus one minus its
+        number) that set off some of these messages other than publications, the last end."""
+        caused = _ints(pc.and_(pc.is_valid(messages["origin"]), pc.not_equal(messages["kind"], "pub")), False)
+        return _max_by_key(_ints(messages["origin"], 0)[caused].astype(np.int64), ends[caused])
+
+    def _routing(self, rows: pa.Table, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A subscription is also being installed while an advertisement's arrival sends it on
+        toward the new publisher (its rows with that advertisement's origin): per subscription
+        and advertisement among ``rows`` (as a key: subscription number times the trace's
+        length plus one, plus the advertisement's sequence number), the last end. Under
+        congestion that can be long after the subscription was made."""
+        width = len(self.data.injections) + 1
+        origin = _ints(rows["origin"], -1).astype(np.int64)
+        by_advertisement = np.where((origin >= 0) & (origin < width - 1), origin, width - 1)
+        keep = self._is_advertising[by_advertisement] & _ints(pc.is_in(rows["kind"], pa.array(["sub", "unsub"])),
+                                                               False)
+        sub = positions(rows["msg_id"].filter(pa.array(keep)), self._sub_ids)
+        known = sub >= 0
+        return _max_by_key(self._sub_numbers[sub[known]] * width + origin[keep][known], ends[keep][known])
+
+    def _windows(self, settled: dict[int, int], routed: tuple[np.ndarray, np.ndarray]) -> None:
+        """The unsettled windows, keyed by subscription (its own operations, and advertisements
+        sending it on: ``routed``, from ``_routing``) and by client (advertisement changes,
+        moves), and the fault windows; ``settled``: per operation, when the last message it set
+        off was done with."""
         injections = self.data.injections
-        number_of_sub = {i.message.id: n for n, i in enumerate(self.data.subscriptions)}
+        number_of_sub = dict(zip(self._sub_ids.to_pylist(), self._sub_numbers.tolist()))
         by_sub, by_client, moves = [], [], []
         for seq, injection in enumerate(injections):
             message = injection.message
@@ -496,39 +540,15 @@ class Timing:
                 moves.append((message.client, *window))
         clients = sorted({c for c, *_ in by_client + moves} | {i.message.client for i in injections})
         self.client_number = {c: n for n, c in enumerate(clients)}
-        by_sub += self._routed_by_advertisements(messages, in_flight, number_of_sub)
+        keys, last = _max_by_key(*routed)
+        width = len(injections) + 1
+        by_sub += [(s, injections[o].t_us, e) for s, o, e in zip((keys // width).tolist(), (keys % width).tolist(),
+                                                                  last.tolist())]
         self.sub_windows = Windows(by_sub, self.forever)
         self.adv_windows = Windows([(self.client_number[c], s, e) for c, s, e in by_client], self.forever)
         self.move_windows = Windows([(self.client_number[c], s, e) for c, s, e in moves], self.forever)
         self.fault_windows = Windows([(0, s, max(e, settled.get(-1 - n, e))) for n, s, e in self._faults()],
                                      self.forever)
-
-    def _routed_by_advertisements(self, messages: pa.Table, in_flight: pa.Table, number_of_sub: dict[str, int]
-                                  ) -> list[tuple]:
-        """A subscription is also being installed while an advertisement's arrival sends it on
-        toward the new publisher (its rows with that advertisement's origin): per subscription and
-        advertisement, from the advertisement until the last of those rows was handled (or after
-        the run, for one still on a link). Under congestion that can be long after the
-        subscription was made."""
-        injections = self.data.injections
-        is_advertising = np.array([i.message.kind in ("adv", "unadv") for i in injections] + [False], bool)
-        columns = ["kind", "msg_id", "origin"]
-        rows = pa.concat_tables([messages.select(columns), in_flight.select(columns)])
-        ends = np.concatenate([self._ends(messages), np.full(in_flight.num_rows, self.forever, np.int64)])
-        origin = _ints(rows["origin"], -1)
-        by_advertisement = np.where((origin >= 0) & (origin < len(injections)), origin, len(injections))
-        keep = is_advertising[by_advertisement] & _ints(pc.is_in(rows["kind"], pa.array(["sub", "unsub"])), False)
-        sub = positions(rows["msg_id"], pa.array(list(number_of_sub), pa.string()))
-        keep &= sub >= 0
-        if not keep.any():
-            return []
-        ends = ends[keep]
-        pairs = np.stack([sub[keep], origin[keep]], axis=1)
-        found, inverse = np.unique(pairs, axis=0, return_inverse=True)
-        last = np.full(len(found), -1, np.int64)
-        np.maximum.at(last, inverse.ravel(), ends)
-        numbers = np.array(list(number_of_sub.values()), np.int64)
-        return [(int(numbers[s]), injections[o].t_us, int(e)) for (s, o), e in zip(found.tolist(), last.tolist())]
 
     def _faults(self) -> list[tuple[int, int, int]]:
         """(fault number, start, end) of every fault the run recorded (an end after the run

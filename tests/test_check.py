@@ -132,13 +132,19 @@ def test_deliveries_read_a_few_parts_at_a_time_and_compared_a_few_publications_a
     out = run(write_scenario, tmp_path)
     rows = read_table(out, "deliveries").to_pylist()
     rows = rows[:-40] + [dict(rows[0], sub_id="S9"), rows[5]] + rows[-40:]  # an unknown and a duplicate, mid-table
-    shutil.rmtree(out / "deliveries")
-    (out / "deliveries").mkdir()
-    for n, start in enumerate(range(0, len(rows), 100)):
-        pq.write_table(pa.Table.from_pylist(rows[start:start + 100], schema=SCHEMAS["deliveries"]),
-                       out / "deliveries" / f"part-{n:05d}.parquet")
+    whole = {"deliveries": pa.Table.from_pylist(rows, schema=SCHEMAS["deliveries"]), "messages": read_table(out, "messages")}
+
+    def written_in_parts(size: int) -> None:
+        for table, found in whole.items():
+            shutil.rmtree(out / table)
+            (out / table).mkdir()
+            for n, start in enumerate(range(0, found.num_rows, size)):
+                pq.write_table(found.slice(start, size), out / table / f"part-{n:05d}.parquet")
+
+    written_in_parts(10 ** 9)
     at_once = check(RunDir(out))
-    in_batches = check(RunDir(out), batch_rows=150)
+    written_in_parts(100)
+    in_batches = check(RunDir(out), batch_rows=150)  # the messages' windows too
     in_groups = check(RunDir(out), pairs_at_once=1)  # each differing publication compared on its own
     assert len(rows) > 600 and at_once["deliveries"] == len(rows)
     assert at_once["extra"]["count"] == 1 and at_once["duplicate"]["count"] == 1

@@ -54,7 +54,7 @@ def reached_by_publication(ordered: list[Injection], check_conformance: bool = T
     advertisements: dict[str, dict[str, object]] = {}  # client -> advertisement id -> filter
     number_of: dict[str, int] = {}  # subscription id -> its number
     nobody = np.zeros(0, np.int64)
-    number = -1  # the publication's
+    number = subscriptions = -1  # the last publication's and subscription's numbers
     for injection in ordered:
         message = injection.message
         kind = message.kind
@@ -72,8 +72,9 @@ def reached_by_publication(ordered: list[Injection], check_conformance: bool = T
             else:
                 yield nobody
         elif kind == "sub":
-            number_of[message.id] = len(number_of)
-            subscriptions_index.add(number_of[message.id], message.filter)
+            subscriptions += 1
+            number_of[message.id] = subscriptions
+            subscriptions_index.add(subscriptions, message.filter)
         elif kind == "unsub":
             subscriptions_index.remove(number_of[message.id])
         elif kind == "adv":
