@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm import tqdm
 
 from actors.results import has_table, read_table, read_table_in_batches
 from actors.results import write_expected as write_expected_table
@@ -143,8 +145,11 @@ def check_loaded(data: RunData, keep_expected: bool = False, batch_rows: int = 4
     counts, differing = tally_oracle(data, tally)
     if keep_expected:
         write_expected(data, counts)
-    differences = [compare_pairs(oracle_codes(data, group), read_delivered(data, tally, group, batch_rows))
-                   for group in _groups(differing, tally.count + counts, pairs_at_once)]
+    with _progress(data, "publications that differ", len(differing), "publications") as progress:
+        differences = []
+        for group in _groups(differing, tally.count + counts, pairs_at_once):
+            differences.append(compare_pairs(oracle_codes(data, group), read_delivered(data, tally, group, batch_rows)))
+            progress.update(len(group))
     return report(data, tally, counts, differing, Differences.of_groups(differences), batch_rows)
 
 
@@ -187,23 +192,32 @@ def tally_deliveries(data: RunData, batch_rows: int = 4_000_000) -> Tally:
     tally = Tally(np.zeros(n, np.int64), np.zeros(n, np.uint64), np.zeros(n, np.int64),
                   np.full(n, np.iinfo(np.int64).max), np.full(n, np.iinfo(np.int64).min), None, 0)
     unknown = []
-    for batch in read_table_in_batches(data.run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"],
-                                       batch_rows):
-        pub, sub = positions(batch["pub_id"], pub_ids), positions(batch["sub_id"], sub_ids)
-        known = (pub >= 0) & (sub >= 0)
-        if not known.all():
-            unknown.append(batch.select(["pub_id", "sub_id"]).filter(pa.array(~known)))
-            pub, sub, batch = pub[known], sub[known], batch.filter(pa.array(known))
-        t_pub = batch["t_pub_us"].to_numpy(zero_copy_only=False)
-        tally.count += np.bincount(pub, minlength=n)
-        _by_publication(np.add, tally.digest, pub, scrambled[sub])
-        _by_publication(np.add, tally.delay_us, pub, _delays(batch))
-        _by_publication(np.minimum, tally.first_t_pub_us, pub, t_pub)
-        _by_publication(np.maximum, tally.last_t_pub_us, pub, t_pub)
-        tally.rows += int(known.size)
+    with _progress(data, "deliveries") as progress:
+        for batch in read_table_in_batches(data.run_dir, "deliveries",
+                                           ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"], batch_rows):
+            _tally_batch(tally, batch, pub_ids, sub_ids, scrambled, unknown)
+            progress.update(batch.num_rows)
     tally.unknown = pa.concat_tables(unknown) if unknown else pa.table(
         {"pub_id": pa.array([], pa.string()), "sub_id": pa.array([], pa.string())})
     return tally
+
+
+def _tally_batch(tally: Tally, batch: pa.Table, pub_ids: pa.Array, sub_ids: pa.Array, scrambled: np.ndarray,
+                 unknown: list) -> None:
+    """Add a batch of delivery rows to ``tally`` (those naming what the oracle does not know to
+    ``unknown``)."""
+    pub, sub = positions(batch["pub_id"], pub_ids), positions(batch["sub_id"], sub_ids)
+    known = (pub >= 0) & (sub >= 0)
+    if not known.all():
+        unknown.append(batch.select(["pub_id", "sub_id"]).filter(pa.array(~known)))
+        pub, sub, batch = pub[known], sub[known], batch.filter(pa.array(known))
+    t_pub = batch["t_pub_us"].to_numpy(zero_copy_only=False)
+    tally.count += np.bincount(pub, minlength=len(tally.count))
+    _by_publication(np.add, tally.digest, pub, scrambled[sub])
+    _by_publication(np.add, tally.delay_us, pub, _delays(batch))
+    _by_publication(np.minimum, tally.first_t_pub_us, pub, t_pub)
+    _by_publication(np.maximum, tally.last_t_pub_us, pub, t_pub)
+    tally.rows += int(known.size)
 
 
 def _by_publication(ufunc: np.ufunc, totals: np.ndarray, pub: np.ndarray, values: np.ndarray) -> None:
@@ -230,10 +244,12 @@ def tally_oracle(data: RunData, tally: Tally) -> tuple[np.ndarray, np.ndarray]:
     scrambled = _scrambled(len(data.subscriptions))
     counts = np.zeros(len(data.publications), np.int64)
     differing = []
-    for pub, reached in enumerate(data.reached()):
-        counts[pub] = len(reached)
-        if len(reached) != tally.count[pub] or scrambled[reached].sum() != tally.digest[pub]:
-            differing.append(pub)
+    with _progress(data, "oracle", len(data.publications), "publications") as progress:
+        for pub, reached in enumerate(data.reached()):
+            counts[pub] = len(reached)
+            if len(reached) != tally.count[pub] or scrambled[reached].sum() != tally.digest[pub]:
+                differing.append(pub)
+            progress.update()
     return counts, np.array(differing, np.int64)
 
 
@@ -317,6 +333,12 @@ def compare_pairs(wanted: np.ndarray, delivered: Delivered) -> Differences:
     found, counts = np.unique(codes, return_counts=True)
     return Differences(wanted[~_members(found, wanted)], found[~_members(wanted, found)], found[counts > 1],
                        counts[counts > 1], int(delivered.delay_us[delivered_wanted].sum()), int(delivered_wanted.sum()))
+
+
+def _progress(data: RunData, what: str, total: int | None = None, unit: str = "rows") -> tqdm:
+    """A progress bar on a terminal (none elsewhere) for one stage of checking a run."""
+    return tqdm(total=total, desc=f"check {data.run_dir.name}: {what}", unit=unit, unit_scale=True, file=sys.stderr,
+                disable=not sys.stderr.isatty(), leave=False)
 
 
 def _ids(injections: list) -> pa.Array:
@@ -440,14 +462,16 @@ class Timing:
         self._is_advertising = np.array([i.message.kind in ("adv", "unadv") for i in data.injections] + [False], bool)
         settling, routing = [], []  # per batch: (origin, end) and (subscription, advertisement, end), reduced
         columns = ["kind", "msg_id", "t_arrive_us", "t_end_us", "dropped", "cause", "origin"]
-        for messages in read_table_in_batches(run_dir, "messages", columns, batch_rows):
-            if messages.num_rows and "origin" not in messages.column_names:
-                raise InputError(f"{run_dir}: the run predates `check` (its messages have no origin column): "
-                                 "run it again")
-            ends = self._ends(messages)
-            self._copies_done(messages, ends)
-            settling.append(self._settling(messages, ends))
-            routing.append(self._routing(messages, ends))
+        with _progress(data, "messages") as progress:
+            for messages in read_table_in_batches(run_dir, "messages", columns, batch_rows):
+                if messages.num_rows and "origin" not in messages.column_names:
+                    raise InputError(f"{run_dir}: the run predates `check` (its messages have no origin column): "
+                                     "run it again")
+                ends = self._ends(messages)
+                self._copies_done(messages, ends)
+                settling.append(self._settling(messages, ends))
+                routing.append(self._routing(messages, ends))
+                progress.update(messages.num_rows)
         in_flight = read_table(run_dir, "in_flight", ["kind", "msg_id", "t_arrive_us", "origin"])
         self._copies_waiting(in_flight)
         still = _ints(in_flight["origin"].drop_null(), 0).astype(np.int64)  # their operations are not settled
