@@ -139,12 +139,15 @@ class RunDir:
     def read_json(self, relative: str):
         return json.loads(self.read_bytes(relative))
 
+    def read_schema(self, relative: str) -> pa.Schema:
+        return pq.read_schema(self.path(relative), filesystem=self.fs)
+
     def read_parquet(self, relative: str, columns: list[str] | None = None, filters=None) -> pa.Table:
         """The file's table, or those of ``columns`` it holds; only its rows that pass
         ``filters`` (``pyarrow.parquet.read_table``'s: row groups whose statistics rule them out
         are not read)."""
         if columns is not None:
-            held = pq.read_schema(self.path(relative), filesystem=self.fs).names
+            held = self.read_schema(relative).names
             columns = [c for c in columns if c in held]
         return pq.read_table(self.path(relative), filesystem=self.fs, columns=columns, filters=filters)
 

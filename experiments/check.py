@@ -112,6 +112,9 @@ def load_run(run_dir: RunDir, injections: list | None = None) -> RunData:
         raise InputError(f"{run_dir.path('manifest.json')}: not readable JSON ({exc})") from None
     if manifest.get("status") != "complete":
         raise InputError(f"{run_dir}: run status is {manifest.get('status')!r}, not 'complete': nothing to check")
+    messages = run_dir.names("messages", "part-*.parquet")
+    if messages and "origin" not in run_dir.read_schema(f"messages/{messages[0]}").names:
+        raise InputError(f"{run_dir}: the run predates `check` (its messages have no origin column): run it again")
     if injections is None:
         _, injections = rebuild_workload(manifest, str(run_dir.path("manifest.json")))
     issued = in_oracle_order([i for i in injections if _issued(manifest, i)])
@@ -135,12 +138,12 @@ def check(run_dir: RunDir, injections: list | None = None, keep_expected: bool =
 
 def check_loaded(data: RunData, keep_expected: bool = False, batch_rows: int = 4_000_000,
                  pairs_at_once: int = PAIRS_AT_ONCE) -> dict:
-    """``check`` of a loaded run. Memory goes with the publications, not the pairs: one pass
-    over the deliveries tallies each publication's (``Tally``), the oracle walks the
-    publications one at a time against it (``tally_oracle``), and only the publications whose
-    tallies differ are compared pair by pair, ``pairs_at_once`` pairs or so at a time: per
-    group of them, the oracle's pairs made again and their deliveries read from the rows that
-    can hold them."""
+    """``check`` of a loaded run. Memory goes with the publications and the pairs that differ,
+    not with every pair: one pass over the deliveries tallies each publication's (``Tally``),
+    the oracle walks the publications one at a time against it (``tally_oracle``), and only the
+    publications whose tallies differ are compared pair by pair, ``pairs_at_once`` pairs or so
+    at a time: per group of them, the oracle's pairs made again and their deliveries read from
+    the rows that can hold them."""
     tally = tally_deliveries(data, batch_rows)
     counts, differing = tally_oracle(data, tally)
     if keep_expected:
@@ -289,20 +292,21 @@ class Delivered:
 
 def read_delivered(data: RunData, tally: Tally, pubs: np.ndarray, batch_rows: int = 4_000_000) -> Delivered:
     """The ``deliveries`` of the publications numbered ``pubs``, read from the row groups whose
-    publication times can hold them (``tally`` has each one's first and last)."""
-    wanted_ids = _ids([data.publications[p] for p in pubs.tolist()])
-    pub_ids, sub_ids = _ids(data.publications), _ids(data.subscriptions)
+    publication times can hold them (``tally`` has each one's first and last; none read when
+    they have no rows)."""
+    codes, delays = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    if not tally.count[pubs].any():
+        return Delivered(codes[0], delays[0])
+    wanted_ids, sub_ids = _ids([data.publications[p] for p in pubs.tolist()]), _ids(data.subscriptions)
     width = max(len(data.subscriptions), 1)
     between = [("t_pub_us", ">=", int(tally.first_t_pub_us[pubs].min())),
                ("t_pub_us", "<=", int(tally.last_t_pub_us[pubs].max()))]
-    codes, delays = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for batch in read_table_in_batches(data.run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"],
                                        batch_rows, filters=between):
-        batch = batch.filter(pc.is_in(batch["pub_id"], value_set=wanted_ids))
-        pub, sub = positions(batch["pub_id"], pub_ids), positions(batch["sub_id"], sub_ids)
-        known = sub >= 0
-        codes.append(pub[known] * width + sub[known])
-        delays.append(_delays(batch)[known])
+        which, sub = positions(batch["pub_id"], wanted_ids), positions(batch["sub_id"], sub_ids)
+        kept = (which >= 0) & (sub >= 0)
+        codes.append(pubs[which[kept]] * width + sub[kept])
+        delays.append(_delays(batch)[kept])
     return Delivered(np.concatenate(codes), np.concatenate(delays))
 
 
@@ -464,9 +468,6 @@ class Timing:
         columns = ["kind", "msg_id", "t_arrive_us", "t_end_us", "dropped", "cause", "origin"]
         with _progress(data, "messages") as progress:
             for messages in read_table_in_batches(run_dir, "messages", columns, batch_rows):
-                if messages.num_rows and "origin" not in messages.column_names:
-                    raise InputError(f"{run_dir}: the run predates `check` (its messages have no origin column): "
-                                     "run it again")
                 ends = self._ends(messages)
                 self._copies_done(messages, ends)
                 settling.append(self._settling(messages, ends))

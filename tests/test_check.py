@@ -132,6 +132,9 @@ def test_deliveries_read_a_few_parts_at_a_time_and_compared_a_few_publications_a
     out = run(write_scenario, tmp_path)
     rows = read_table(out, "deliveries").to_pylist()
     rows = rows[:-40] + [dict(rows[0], sub_id="S9"), rows[5]] + rows[-40:]  # an unknown and a duplicate, mid-table
+    lost = next(r["pub_id"] for r in rows if r["t_pub_us"] > 7_000_000)
+    lost_rows = sum(r["pub_id"] == lost for r in rows)
+    rows = [r for r in rows if r["pub_id"] != lost]  # a publication with no rows: its group reads none
     whole = {"deliveries": pa.Table.from_pylist(rows, schema=SCHEMAS["deliveries"]), "messages": read_table(out, "messages")}
 
     def written_in_parts(size: int) -> None:
@@ -148,8 +151,19 @@ def test_deliveries_read_a_few_parts_at_a_time_and_compared_a_few_publications_a
     in_groups = check(RunDir(out), pairs_at_once=1)  # each differing publication compared on its own
     assert len(rows) > 600 and at_once["deliveries"] == len(rows)
     assert at_once["extra"]["count"] == 1 and at_once["duplicate"]["count"] == 1
+    assert at_once["missing"]["count"] == lost_rows > 0
     assert at_once["excused"]["moving client"] == 2  # two more publications that differ, apart from the duplicate's
     assert in_batches == at_once and in_groups == at_once
+
+
+def test_a_run_whose_messages_have_no_origin_column_predates_check_and_exits_2(write_scenario, tmp_path, capsys):
+    out = run(write_scenario, tmp_path)
+    messages = read_table(out, "messages").drop_columns(["origin"])
+    shutil.rmtree(out / "messages")
+    (out / "messages").mkdir()
+    pq.write_table(messages, out / "messages" / "part-0.parquet")
+    assert main(["check", str(out)]) == 2
+    assert "predates `check`" in capsys.readouterr().err
 
 
 def test_a_loss_outside_the_moves_window_is_missing_even_for_the_moving_client(write_scenario, tmp_path, capsys):
