@@ -271,3 +271,17 @@ def test_a_publication_that_misses_a_subscription_withheld_behind_its_travelling
     (report,) = result["runs"]
     assert status == 0 and report["missing"]["count"] == 0
     assert report["excused"]["subscription changing"] >= 2 * len(missed)  # R's pairs and C's
+
+
+def test_the_oracle_leaves_the_workloads_publications_unencoded():
+    """Matching caches a publication's encoding on it; the oracle matches copies, or a
+    workload's millions of publications would each keep theirs while a run is checked."""
+    from workloads.oracle import expected_pairs
+    from workloads.trace import compile_trace
+
+    records = trace()
+    injections = compile_trace(records, {f"B{n}" for n in range(6)})
+    expected = expected_pairs(injections)
+    publications = [i.message.publication for i in injections if i.message.kind == "pub"]
+    assert len(expected.pub) > 500 and len(publications) == 401
+    assert all(p.encoded is None for p in publications)

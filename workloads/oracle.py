@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from protocols.index import FilterIndex
-from protocols.language import conforms, parse_filter, parse_publication
+from protocols.language import Publication, conforms, parse_filter, parse_publication
 from protocols.trees import Doc
 
 from .trace import Injection, compile_trace
@@ -67,7 +67,9 @@ def reached_by_publication(ordered: list[Injection], check_conformance: bool = T
             admitted = not check_conformance or any(
                 conforms(publication, f) for f in advertisements.get(message.client, {}).values())
             if admitted and len(subscriptions_index):
-                reached = subscriptions_index.keys_of(subscriptions_index.match(publication).slots)
+                # through a copy: matching caches a publication's encoding on it, and the
+                # workload's millions would keep theirs (about 1 KB each)
+                reached = subscriptions_index.keys_of(subscriptions_index.match(Publication(publication.items)).slots)
                 yield np.sort(np.array(reached, np.int64)) if reached else nobody
             else:
                 yield nobody
