@@ -21,8 +21,10 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -105,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = [run for report in reports for run in report.runs]
     spark = spark_session(is_small(runs))
     try:
-        analyse(spark, reports, is_small(runs))
+        with stage_progress(spark):
+            analyse(spark, reports, is_small(runs))
     finally:
         spark.stop()
     for report in reports:
@@ -214,6 +217,33 @@ def spark_session(small: bool = False, driver_memory: str | None = None):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+PROGRESS_EVERY_S = 60.0
+
+
+@contextmanager
+def stage_progress(spark, every_s: float = PROGRESS_EVERY_S):
+    """While the body runs, every ``every_s`` seconds a line on stderr (the analysis's log)
+    with the tasks done of each Spark stage running: a paper-size run's first metric reads
+    billions of deliveries, for most of an hour, and Spark's own progress is off."""
+    tracker = spark.sparkContext.statusTracker()
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(every_s):
+            stages = [tracker.getStageInfo(stage) for stage in sorted(tracker.getActiveStageIds())]
+            running = [f"stage {s.stageId}: {s.numCompletedTasks:,} of {s.numTasks:,} tasks" for s in stages if s]
+            if running:
+                print(f"analysis: running {'; '.join(running)}", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=report, name="stage progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def analyse(spark, reports: list[Report], small: bool = False) -> None:

@@ -759,3 +759,24 @@ def test_the_job_reads_a_listing_of_reports_and_refuses_a_bad_one(tmp_path):
             reports([{**both[0], "window": bad}])
     with pytest.raises(ValueError, match="or --reports, not both"):
         job._reports(job._parser().parse_args([str(tmp_path / "one"), "--reports", str(listing)]))
+
+
+def test_a_long_analysis_reports_the_stages_running_every_so_often(capsys):
+    """``stage_progress`` asks Spark's status tracker (here a stand-in) and writes one line per
+    interval while stages run, none once the body is done."""
+    import time
+    from types import SimpleNamespace
+
+    from analysis.job import stage_progress
+
+    stages = {7: SimpleNamespace(stageId=7, numCompletedTasks=1_500, numTasks=4_000),
+              3: SimpleNamespace(stageId=3, numCompletedTasks=2, numTasks=8)}
+    tracker = SimpleNamespace(getActiveStageIds=lambda: list(stages), getStageInfo=stages.get)
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
+    with stage_progress(spark, every_s=0.05):
+        time.sleep(0.3)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 2
+    assert set(lines) == {"analysis: running stage 3: 2 of 8 tasks; stage 7: 1,500 of 4,000 tasks"}
+    time.sleep(0.2)
+    assert capsys.readouterr().err == ""
