@@ -36,6 +36,7 @@ import math
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,6 +71,20 @@ class RunData:
 
     def issued(self, injection) -> bool:
         return _issued(self.manifest, injection)
+
+    @cached_property
+    def pub_ids(self) -> pa.Array:
+        return _ids(self.publications)
+
+    @cached_property
+    def sub_ids(self) -> pa.Array:
+        """The subscriptions' ids, a subscription's at its number (a trace never reuses one)."""
+        return _ids(self.subscriptions)
+
+    @property
+    def width(self) -> int:
+        """A pair's code is its publication's number times this, plus its subscription's."""
+        return max(len(self.subscriptions), 1)
 
     def reached(self, asked: np.ndarray | None = None) -> Iterator[np.ndarray | None]:
         """The oracle: per publication, in order, the numbers of the subscriptions it reaches
@@ -189,7 +204,6 @@ class Tally:
 
 def tally_deliveries(data: RunData, batch_rows: int = 4_000_000) -> Tally:
     """One pass over the run's ``deliveries``, ``batch_rows`` at a time."""
-    pub_ids, sub_ids = _ids(data.publications), _ids(data.subscriptions)
     scrambled = _scrambled(len(data.subscriptions))
     n = len(data.publications)
     tally = Tally(np.zeros(n, np.int64), np.zeros(n, np.uint64), np.zeros(n, np.int64),
@@ -198,18 +212,17 @@ def tally_deliveries(data: RunData, batch_rows: int = 4_000_000) -> Tally:
     with _progress(data, "deliveries") as progress:
         for batch in read_table_in_batches(data.run_dir, "deliveries",
                                            ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"], batch_rows):
-            _tally_batch(tally, batch, pub_ids, sub_ids, scrambled, unknown)
+            _tally_batch(tally, batch, data, scrambled, unknown)
             progress.update(batch.num_rows)
     tally.unknown = pa.concat_tables(unknown) if unknown else pa.table(
         {"pub_id": pa.array([], pa.string()), "sub_id": pa.array([], pa.string())})
     return tally
 
 
-def _tally_batch(tally: Tally, batch: pa.Table, pub_ids: pa.Array, sub_ids: pa.Array, scrambled: np.ndarray,
-                 unknown: list) -> None:
+def _tally_batch(tally: Tally, batch: pa.Table, data: RunData, scrambled: np.ndarray, unknown: list) -> None:
     """Add a batch of delivery rows to ``tally`` (those naming what the oracle does not know to
     ``unknown``)."""
-    pub, sub = positions(batch["pub_id"], pub_ids), positions(batch["sub_id"], sub_ids)
+    pub, sub = positions(batch["pub_id"], data.pub_ids), positions(batch["sub_id"], data.sub_ids)
     known = (pub >= 0) & (sub >= 0)
     if not known.all():
         unknown.append(batch.select(["pub_id", "sub_id"]).filter(pa.array(~known)))
@@ -271,11 +284,10 @@ def oracle_codes(data: RunData, pubs: np.ndarray) -> np.ndarray:
     (publication times the subscriptions plus subscription), sorted."""
     asked = np.zeros(len(data.publications), bool)
     asked[pubs] = True
-    width = max(len(data.subscriptions), 1)
     codes = [np.zeros(0, np.int64)]
     for pub, reached in enumerate(data.reached(asked)):
         if reached is not None:
-            codes.append(pub * width + reached)
+            codes.append(pub * data.width + reached)
         if pub == pubs[-1]:
             break
     return np.concatenate(codes)
@@ -297,15 +309,14 @@ def read_delivered(data: RunData, tally: Tally, pubs: np.ndarray, batch_rows: in
     codes, delays = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     if not tally.count[pubs].any():
         return Delivered(codes[0], delays[0])
-    wanted_ids, sub_ids = _ids([data.publications[p] for p in pubs.tolist()]), _ids(data.subscriptions)
-    width = max(len(data.subscriptions), 1)
+    wanted_ids = _ids([data.publications[p] for p in pubs.tolist()])
     between = [("t_pub_us", ">=", int(tally.first_t_pub_us[pubs].min())),
                ("t_pub_us", "<=", int(tally.last_t_pub_us[pubs].max()))]
     for batch in read_table_in_batches(data.run_dir, "deliveries", ["pub_id", "sub_id", "t_pub_us", "t_deliver_us"],
                                        batch_rows, filters=between):
-        which, sub = positions(batch["pub_id"], wanted_ids), positions(batch["sub_id"], sub_ids)
+        which, sub = positions(batch["pub_id"], wanted_ids), positions(batch["sub_id"], data.sub_ids)
         kept = (which >= 0) & (sub >= 0)
-        codes.append(pubs[which[kept]] * width + sub[kept])
+        codes.append(pubs[which[kept]] * data.width + sub[kept])
         delays.append(_delays(batch)[kept])
     return Delivered(np.concatenate(codes), np.concatenate(delays))
 
@@ -358,7 +369,7 @@ def report(data: RunData, tally: Tally, counts: np.ndarray, differing: np.ndarra
     """``check``'s result: the run's tallies, the oracle's ``counts`` and the differences
     ``found`` among the ``differing`` publications. Only the pairs that differ meet the
     exceptions (``Timing``, read only when there are any, ``batch_rows`` messages at a time)."""
-    width = max(len(data.subscriptions), 1)
+    width = data.width
     timing = Timing(data, batch_rows) if len(found.missing) or len(found.extra) else None
     end_us = int(data.manifest["sim_end_us"])
     pub_t = np.array([i.t_us for i in data.publications], np.int64)
@@ -459,10 +470,6 @@ class Timing:
         self.pub_start = np.array([i.t_us for i in data.publications], np.int64)
         self.pub_end = self.pub_start.copy()
         self.dropped_causes: dict[int, set[str]] = {}
-        self._pub_ids = _ids(data.publications)
-        number_of_sub = {i.message.id: n for n, i in enumerate(data.subscriptions)}
-        self._sub_ids = pa.array(list(number_of_sub), pa.string())
-        self._sub_numbers = np.array(list(number_of_sub.values()), np.int64)
         self._is_advertising = np.array([i.message.kind in ("adv", "unadv") for i in data.injections] + [False], bool)
         settling, routing = [], []  # per batch: (origin, end) and (subscription, advertisement, end), reduced
         columns = ["kind", "msg_id", "t_arrive_us", "t_end_us", "dropped", "cause", "origin"]
@@ -489,7 +496,7 @@ class Timing:
         those dropped."""
         is_copy = _ints(pc.equal(messages["kind"], "pub"), False)
         copies, ends = messages.filter(pa.array(is_copy)), ends[is_copy]
-        which = positions(copies["msg_id"], self._pub_ids)
+        which = positions(copies["msg_id"], self.data.pub_ids)
         ok = which >= 0
         np.maximum.at(self.pub_end, which[ok], ends[ok])
         dropped = _ints(copies["dropped"], False) & ok
@@ -501,7 +508,7 @@ class Timing:
         """Publications with a copy on a link at the end are in flight after it; those whose
         client still held them were not let into the network (``pub_held``)."""
         waiting = in_flight.filter(pc.equal(in_flight["kind"], "pub"))
-        late = positions(waiting["msg_id"], self._pub_ids)
+        late = positions(waiting["msg_id"], self.data.pub_ids)
         on_link = _ints(pc.is_valid(waiting["t_arrive_us"]), False)
         self.pub_end[late[(late >= 0) & on_link]] = self.forever
         self.pub_held = np.zeros(len(self.data.publications), bool)
@@ -539,9 +546,9 @@ class Timing:
         by_advertisement = np.where((origin >= 0) & (origin < width - 1), origin, width - 1)
         keep = self._is_advertising[by_advertisement] & _ints(pc.is_in(rows["kind"], pa.array(["sub", "unsub"])),
                                                                False)
-        sub = positions(rows["msg_id"].filter(pa.array(keep)), self._sub_ids)
+        sub = positions(rows["msg_id"].filter(pa.array(keep)), self.data.sub_ids)
         known = sub >= 0
-        return _max_by_key(self._sub_numbers[sub[known]] * width + origin[keep][known], ends[keep][known])
+        return _max_by_key(sub[known] * width + origin[keep][known], ends[keep][known])
 
     def _windows(self, settled: dict[int, int], routed: tuple[np.ndarray, np.ndarray]) -> None:
         """The unsettled windows, keyed by subscription (its own operations, and advertisements
@@ -549,7 +556,7 @@ class Timing:
         moves), and the fault windows; ``settled``: per operation, when the last message it set
         off was done with."""
         injections = self.data.injections
-        number_of_sub = dict(zip(self._sub_ids.to_pylist(), self._sub_numbers.tolist()))
+        number_of_sub = {i.message.id: n for n, i in enumerate(self.data.subscriptions)}
         by_sub, by_client, moves = [], [], []
         for seq, injection in enumerate(injections):
             message = injection.message
