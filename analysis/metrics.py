@@ -608,8 +608,8 @@ def summary(t: dict, runs, by_broker: DataFrame, peaks: DataFrame, by_role: Data
                  moved, trees,
                  covering_sets(t), t["delivered"], owed):
         frame = frame.join(part, "run", "left")
-    frame = frame.fillna(0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs",
-                             "dropped"])
+    frame = frame.withColumn("delivered", F.coalesce("delivered", "deliveries")).fillna(
+        0, ["deliveries", "delivered", "publications", "messages_processed", "triggered_subs", "dropped"])
     return (frame.withColumn("deliveries_per_s", _ratio("deliveries", "measured_s"))
             .withColumn("delivered_per_s", _ratio("delivered", "measured_s"))
             .withColumn("owed_per_s", _ratio("owed", "measured_s"))

@@ -553,10 +553,15 @@ def test_a_window_measures_only_its_stretch_of_each_run(tmp_path, spark_session)
     assert reports[0].runs[0].label == "unsub_burst_small_active [20-40 s]"
     reports = [replace(report, plots=False) for report in reports + whole]  # the tables are the question
     job.analyse(spark_session, reports, job.is_small(copies))
-    assert _metric(whole[0].out, "summary").iloc[0].deliveries == len(deliveries)
+    whole_summary = _metric(whole[0].out, "summary").iloc[0]
+    sim_end_s = json.loads((tmp_path / "run" / "manifest.json").read_text())["sim_end_us"] / 1e6
+    assert whole_summary.deliveries == len(deliveries)
+    assert whole_summary.delivered_per_s == pytest.approx(len(deliveries) / sim_end_s)
     for report, (start, end) in zip(reports, windows.values()):
         summary = _metric(report.out, "summary").iloc[0]
         inside = deliveries[deliveries.t_pub_us.between(start, end)]
+        made = deliveries.t_deliver_us.between(start, end).sum()  # by delivery time, backlog included
+        assert summary.delivered_per_s == pytest.approx(made / ((end - start) / 1e6))
         published = messages[(messages.kind == "pub") & messages.sender.isna() & messages.t_arrive_us.between(start, end)]
         assert summary.deliveries == len(inside) > 0
         assert summary.publications == published.msg_id.nunique()
