@@ -370,7 +370,6 @@ def report(data: RunData, tally: Tally, counts: np.ndarray, differing: np.ndarra
     ``found`` among the ``differing`` publications. Only the pairs that differ meet the
     exceptions (``Timing``, read only when there are any, ``batch_rows`` messages at a time)."""
     width = data.width
-    timing = Timing(data, batch_rows) if len(found.missing) or len(found.extra) else None
     end_us = int(data.manifest["sim_end_us"])
     pub_t = np.array([i.t_us for i in data.publications], np.int64)
     result = {
@@ -380,11 +379,9 @@ def report(data: RunData, tally: Tally, counts: np.ndarray, differing: np.ndarra
         "bucket_s": _bucket_s(end_us),
     }
     miss_p, miss_s = found.missing // width, found.missing % width
-    miss_excuse = timing.excuses(miss_p, miss_s, in_flight_counts=True) if timing else np.zeros(0, object)
     extra_p, extra_s = found.extra // width, found.extra % width
-    extra_reason = _extra_reasons(data, timing, extra_p, extra_s) if timing else np.zeros(0, object)
-    result["missing"] = _section(data, pub_t, miss_p, miss_s, miss_excuse == "",
-                                 timing.drop_causes(miss_p) if timing else [])
+    miss_excuse, drop_causes, still, extra_reason = _explained(data, batch_rows, miss_p, miss_s, extra_p, extra_s)
+    result["missing"] = _section(data, pub_t, miss_p, miss_s, miss_excuse == "", drop_causes)
     wrong = np.array([not r.startswith("excused") for r in extra_reason.tolist()], bool)
     result["extra"] = _section(data, pub_t, extra_p, extra_s, wrong, extra_reason, tally.unknown)
     result["duplicate"] = _section(data, pub_t, found.twice // width, found.twice % width,
@@ -397,13 +394,25 @@ def report(data: RunData, tally: Tally, counts: np.ndarray, differing: np.ndarra
                                                                        extra_p[extra_reason == f"excused: {name}"]])],
                                                 result["bucket_s"]) for name in EXCUSES if excused[name]}
     result["exact"] = not (result["missing"]["count"] or result["extra"]["count"] or result["duplicate"]["count"])
-    # still queued at the end whatever excuse came first (a change in flight may name it before the end does)
-    still = ((timing.pub_end[miss_p] >= timing.forever) & ~timing.pub_dropped[miss_p]) if timing else []
     agreeing = np.ones(len(data.publications), bool)
     agreeing[differing] = False
     result["delay"] = _delay(int(tally.delay_us[agreeing].sum()) + found.delay_us,
                              int(tally.count[agreeing].sum()) + found.delivered, end_us - pub_t[miss_p[still]])
     return result
+
+
+def _explained(data: RunData, batch_rows: int, miss_p: np.ndarray, miss_s: np.ndarray, extra_p: np.ndarray,
+               extra_s: np.ndarray) -> tuple:
+    """Per missing pair its excuse ("" for none) and its publication's drop causes, which of
+    them were still queued at the end (whatever excuse came first: a change in flight may name
+    it before the end does), and per extra pair its reason; ``Timing`` is read only when
+    some pair is missing or extra."""
+    if not len(miss_p) and not len(extra_p):
+        return np.zeros(0, object), [], np.zeros(0, bool), np.zeros(0, object)
+    timing = Timing(data, batch_rows)
+    still = (timing.pub_end[miss_p] >= timing.forever) & ~timing.pub_dropped[miss_p]
+    return (timing.excuses(miss_p, miss_s, in_flight_counts=True), timing.drop_causes(miss_p), still,
+            _extra_reasons(data, timing, extra_p, extra_s))
 
 
 def _members(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:
