@@ -267,7 +267,7 @@ def analyse(spark, reports: list[Report], small: bool = False) -> None:
         # first the metrics of the tables alone, while the shared intermediate results are planned
         start("delay_over_time", metrics.delay_over_time(tables, width))
         start("delay_distribution", metrics.delay_distribution(tables))
-        start("delay_by_pair", metrics.delay_by_pair(tables))
+        start("delay_by_pair", metrics.delay_by_pair(tables, runs))
         start("queue_over_time", metrics.queue_over_time(tables))
         start("table_size_over_time", metrics.table_size_over_time(tables))
         start("links_over_time", metrics.links_over_time(tables))

@@ -28,6 +28,15 @@ from analysis.runs import local_frame
 
 US = 1_000_000
 PROBE_PREFIX = "probe-"  # the ids the covering_degree workload gives its delay probes
+# A join by broadcast ships the smaller side whole to every task, built in the driver: only below
+# this many rows (the paper-size mobile runs' 9.3 million publishers outgrew a driver of 1 GB; a
+# sort-merge join then costs a shuffle of the other side instead).
+BROADCAST_ROWS = 1_000_000
+
+
+def _publications(runs) -> int:
+    """The publications ``runs`` injected, by their manifests."""
+    return sum(int(((run.manifest.get("injected") or {}).get("pub") or {}).get("count") or 0) for run in runs)
 
 
 def _delay_s():
@@ -160,10 +169,13 @@ def with_derived(t: dict, width) -> dict:
     return {**t, "publishers": publishers.cache(), "message_counts": counts.cache(), "delivery_groups": groups.cache()}
 
 
-def delay_by_pair(t: dict) -> DataFrame:
+def delay_by_pair(t: dict, runs) -> DataFrame:
     """Delivery delay per (publisher broker, subscriber broker), and ``pair_cdf``: the share of
     the run's pairs whose mean delay is at most this pair's (the soft-link paper's Fig. 10)."""
-    groups = (t["delivery_groups"].join(F.broadcast(t["publishers"]), ["run", "pub_id"], "left")
+    publishers = t["publishers"]
+    if _publications(runs) < BROADCAST_ROWS:
+        publishers = F.broadcast(publishers)
+    groups = (t["delivery_groups"].join(publishers, ["run", "pub_id"], "left")
               .withColumnRenamed("broker", "subscriber_broker"))
     stats = _delay_stats(groups, ["run", "publisher_broker", "subscriber_broker"])
     return stats.withColumn("pair_cdf", F.cume_dist().over(Window.partitionBy("run").orderBy("mean_s")))

@@ -3,6 +3,7 @@ with pandas and networkx (a different algorithm for false positives), plus a han
 whose false positives and pure forwarders are counted by hand."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -442,6 +443,33 @@ def test_delay_by_pair_uses_the_publishers_broker(analysed):
     for name, q in (("p10_s", 0.1), ("p50_s", 0.5), ("p90_s", 0.9)):
         quantiles = expected.apply(lambda x: np.quantile(x, q, method="inverted_cdf")).sort_index()
         np.testing.assert_allclose(ours[name], quantiles)
+
+
+def test_delay_by_pair_joins_many_publishers_without_broadcasting_them(analysed, spark_session, monkeypatch):
+    """Past ``BROADCAST_ROWS`` publications the publishers are not shipped whole to every task
+    (a paper-size run's outgrew the driver): where Spark would not broadcast them of itself (its
+    size threshold off here, as for a paper-size table), a sort-merge join, the same rows."""
+    from analysis import metrics
+    from analysis.runs import check_runs, read_tables
+
+    runs, _ = analysed
+    selected = check_runs([runs["unsub_burst_small_active"]])
+    tables = metrics.with_derived(read_tables(spark_session, selected), BUCKET_S * 1_000_000)
+    plans, rows, default = {}, {}, metrics.BROADCAST_ROWS
+    spark_session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        for limit in (default, 1):
+            monkeypatch.setattr(metrics, "BROADCAST_ROWS", limit)
+            frame = metrics.delay_by_pair(tables, selected)
+            plans[limit] = frame._jdf.queryExecution().executedPlan().toString()
+            rows[limit] = frame.toPandas().sort_values(["publisher_broker", "subscriber_broker"]).reset_index(drop=True)
+    finally:
+        spark_session.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    by_publication = {join: re.compile(rf"{join} \[run#\d+, pub_id#") for join in ("BroadcastHashJoin", "SortMergeJoin")}
+    assert by_publication["BroadcastHashJoin"].search(plans[default]) and not by_publication["SortMergeJoin"].search(plans[default])
+    assert by_publication["SortMergeJoin"].search(plans[1]) and not by_publication["BroadcastHashJoin"].search(plans[1])
+    pd.testing.assert_frame_equal(rows[1], rows[default])
+    spark_session.catalog.clearCache()
 
 
 def test_overlay_positions_put_subtrees_in_intervals():
