@@ -29,7 +29,7 @@ from analysis.runs import local_frame
 US = 1_000_000
 PROBE_PREFIX = "probe-"  # the ids the covering_degree workload gives its delay probes
 # A join by broadcast ships the smaller side whole to every task, built in the driver: only below
-# this many rows (the paper-size mobile runs' 9.3 million publishers outgrew a driver of 1 GB; a
+# this many rows (the paper-size mobile runs' 9.3 million publishers outgrew the default 4-GB driver; a
 # sort-merge join then costs a shuffle of the other side instead).
 BROADCAST_ROWS = 1_000_000
 
