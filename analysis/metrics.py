@@ -34,9 +34,13 @@ PROBE_PREFIX = "probe-"  # the ids the covering_degree workload gives its delay 
 BROADCAST_ROWS = 1_000_000
 
 
-def _publications(runs) -> int:
-    """The publications ``runs`` injected, by their manifests."""
-    return sum(int(((run.manifest.get("injected") or {}).get("pub") or {}).get("count") or 0) for run in runs)
+def _publications(runs) -> int | None:
+    """The publications ``runs`` injected, by their manifests (None: a manifest from before they
+    recorded it)."""
+    injected = [run.manifest.get("injected") for run in runs]
+    if None in injected:
+        return None
+    return sum(int((kinds.get("pub") or {}).get("count") or 0) for kinds in injected)
 
 
 def _delay_s():
@@ -172,8 +176,8 @@ def with_derived(t: dict, width) -> dict:
 def delay_by_pair(t: dict, runs) -> DataFrame:
     """Delivery delay per (publisher broker, subscriber broker), and ``pair_cdf``: the share of
     the run's pairs whose mean delay is at most this pair's (the soft-link paper's Fig. 10)."""
-    publishers = t["publishers"]
-    if _publications(runs) < BROADCAST_ROWS:
+    publishers, publications = t["publishers"], _publications(runs)
+    if publications is not None and publications < BROADCAST_ROWS:  # else Spark's own size threshold decides
         publishers = F.broadcast(publishers)
     groups = (t["delivery_groups"].join(publishers, ["run", "pub_id"], "left")
               .withColumnRenamed("broker", "subscriber_broker"))

@@ -254,13 +254,12 @@ def _delivered_in_window(deliveries):
     """Per run measured over a window, the deliveries made inside it, whenever their
     publication was made (``deliveries`` keeps those published inside it): a throughput that
     counts what the brokers delivered in the window, backlog included, not what of the
-    window's publications they delivered by the run's end. A whole run has no row: it
-    delivered its deliveries, which the metrics count anyway (a second scan of the biggest
-    table cost a paper-size analysis a quarter of its time)."""
+    window's publications they delivered by the run's end (0 when none was made inside it).
+    A whole run has no row: it delivered its deliveries, which the metrics count anyway (a
+    second scan of the biggest table cost a paper-size analysis a quarter of its time)."""
     from pyspark.sql import functions as F
 
-    inside = deliveries.where(_inside_window("t_deliver_us"))
-    return inside.groupBy("run").agg(F.count(F.lit(1)).alias("delivered"))
+    return deliveries.groupBy("run").agg(F.count(F.when(_inside_window("t_deliver_us"), 1)).alias("delivered"))
 
 
 def local_frame(spark, rows: list[tuple], ddl: str):

@@ -456,6 +456,7 @@ def test_delay_by_pair_joins_many_publishers_without_broadcasting_them(analysed,
     selected = check_runs([runs["unsub_burst_small_active"]])
     tables = metrics.with_derived(read_tables(spark_session, selected), BUCKET_S * 1_000_000)
     plans, rows, default = {}, {}, metrics.BROADCAST_ROWS
+    threshold = spark_session.conf.get("spark.sql.autoBroadcastJoinThreshold", None)
     spark_session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
         for limit in (default, 1):
@@ -464,12 +465,36 @@ def test_delay_by_pair_joins_many_publishers_without_broadcasting_them(analysed,
             plans[limit] = frame._jdf.queryExecution().executedPlan().toString()
             rows[limit] = frame.toPandas().sort_values(["publisher_broker", "subscriber_broker"]).reset_index(drop=True)
     finally:
-        spark_session.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+        if threshold is None:
+            spark_session.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+        else:
+            spark_session.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+        spark_session.catalog.clearCache()
     by_publication = {join: re.compile(rf"{join} \[run#\d+, pub_id#") for join in ("BroadcastHashJoin", "SortMergeJoin")}
     assert by_publication["BroadcastHashJoin"].search(plans[default]) and not by_publication["SortMergeJoin"].search(plans[default])
     assert by_publication["SortMergeJoin"].search(plans[1]) and not by_publication["BroadcastHashJoin"].search(plans[1])
     pd.testing.assert_frame_equal(rows[1], rows[default])
-    spark_session.catalog.clearCache()
+
+
+def test_a_windowed_run_that_delivered_nothing_inside_its_window_delivered_none(spark_session):
+    """``delivered`` counts the deliveries made inside each windowed run's window: 0, not
+    missing (the summary takes a missing one for a whole run's, all its deliveries)."""
+    from analysis.runs import MEASURED_FROM, MEASURED_UNTIL, _delivered_in_window, local_frame
+
+    rows = [("late", 30, 10, 20), ("late", 40, 10, 20), ("inside", 15, 10, 20), ("inside", 25, 10, 20)]
+    deliveries = local_frame(spark_session, rows, f"run string, t_deliver_us bigint, {MEASURED_FROM} bigint, "
+                                                  f"{MEASURED_UNTIL} bigint")
+    assert dict(_delivered_in_window(deliveries).collect()) == {"late": 0, "inside": 1}
+
+
+def test_runs_whose_manifests_predate_the_injected_counts_leave_the_publishers_join_to_spark():
+    from analysis.metrics import _publications
+
+    def run_with(manifest):
+        return Run(label="r", path=None, manifest=manifest)
+
+    assert _publications([run_with({"injected": {"pub": {"count": 7}}}), run_with({"injected": {"sub": {}}})]) == 7
+    assert _publications([run_with({"injected": {"pub": {"count": 7}}}), run_with({})]) is None
 
 
 def test_overlay_positions_put_subtrees_in_intervals():
