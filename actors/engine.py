@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from array import array
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -62,6 +63,19 @@ class Arrival:
     issued: int | None = None
 
     __reduce__ = rebuilt_by_constructor
+
+
+class Injected(Arrival):
+    """A client operation's arrival as ``Engine.inject`` makes it from the workload. While it is
+    to come, a checkpoint records its sequence number rather than the arrival, and a restored
+    host makes it again from its injections (``Engine.reinject``): at the papers' sizes the
+    operations to come are millions of objects, which were most of a checkpoint's pickling
+    time and of the memory it took."""
+
+    __slots__ = ()
+
+    def __reduce__(self):  # arrived (queued, held): pickled as the arrival it now is
+        return Arrival, tuple(getattr(self, name) for name in Arrival.__slots__)
 
 
 def origin_of_fault(number: int) -> int:
@@ -195,8 +209,31 @@ class Engine:
                 heapq.heappush(self.heap, (key, transition))
 
     def __getstate__(self) -> dict:
-        """A checkpoint holds the engine's state; its result writer belongs to the host."""
-        return self.__dict__ | {"writer": None}
+        """A checkpoint holds the engine's state; its result writer belongs to the host, and
+        of the client operations still to come only their sequence numbers (``Injected``)."""
+        heap, to_come = [], array("q")
+        for entry in self.heap:
+            if type(entry[1]) is Injected:
+                to_come.append(entry[1].origin)
+            else:
+                heap.append(entry)
+        return self.__dict__ | {"writer": None, "heap": heap, "to_come": array("q", sorted(to_come))}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        heapq.heapify(self.heap)
+
+    def reinject(self, injections: Sequence) -> None:
+        """After a restore, the client operations the checkpoint recorded as still to come,
+        made again from the host's ``injections`` (in sequence order, as the workload made them)."""
+        to_come = iter(self.__dict__.pop("to_come", ()))
+        wanted = next(to_come, None)
+        for injection in injections:
+            if injection.seq == wanted:
+                self.inject(*injection)
+                wanted = next(to_come, None)
+        if wanted is not None:
+            raise ValueError(f"the checkpoint awaits operation {wanted}, which the host's workload does not hold")
 
     # ------------------------------------------------------------------ inputs
 
@@ -207,7 +244,7 @@ class Engine:
         if message.publication is not None:
             message = replace(message, publication=Publication(message.publication.items))
         key = (t_us, ARRIVAL, self.index_of[broker], -1, seq)
-        heapq.heappush(self.heap, (key, Arrival(key, broker, None, message, origin=seq)))
+        heapq.heappush(self.heap, (key, Injected(key, broker, None, message, origin=seq)))
 
     def receive(self, batch: list[Arrival]) -> None:
         """Messages sent by brokers on other hosts."""

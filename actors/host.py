@@ -134,7 +134,7 @@ def _to_boundary(spec: HostSpec, min_service: int) -> list[float] | None:
 
 class BrokerHost:
     """``snapshot``: what ``checkpoint`` wrote (its path in the run directory, or its bytes);
-    the host continues from it (its own ``spec.injections`` are then not needed). Either way,
+    the host continues from it, its ``spec.injections`` giving the operations still to come. Either way,
     the host first deletes its result parts from the epoch it starts at on: a restored or
     restarted host writes nothing twice."""
 
@@ -162,6 +162,7 @@ class BrokerHost:
                          else self.writer.run_dir.read_pickle(snapshot))
             epoch, self.window_number, self.busy_s, self.waiting_s, self.behind_s, self.engine = state
             self.engine.writer = self.writer
+            self.engine.reinject(spec.injections)
         self.writer.discard_after(epoch)
 
     def _new_engine(self, spec: HostSpec) -> Engine:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from .checkpoints import Checkpoint
@@ -168,8 +167,7 @@ class RayTransport:
             for host in range(len(specs)):
                 discard_parts(self.collect_into, host, checkpoint.epoch if checkpoint else 0)
             snapshots = snapshots and [self.collect_into.read_bytes(path) for path in snapshots]
-        self._gather([actor.start.remote(replace(s, injections=[]) if snapshots else s,
-                                         snapshots[s.host] if snapshots else None)
+        self._gather([actor.start.remote(s, snapshots[s.host] if snapshots else None)
                       for actor, s in zip(self.actors, specs)])
         authkey = os.urandom(32)  # only this run's hosts may send each other batches (pickles)
         addresses = self._gather([a.listen.remote(authkey) for a in self.actors])

@@ -3,6 +3,7 @@ and resumed; every recovered run's tables equal those of an uninterrupted run.""
 import itertools
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -12,6 +13,10 @@ import pytest
 
 import topologies
 from actors import coordinator, transports
+from actors.coordinator import host_specs
+from actors.engine import Injected
+from actors.host import BrokerHost
+from actors.partition import partition
 from actors.results import STREAMED, read_table
 from experiments.cli import main
 from experiments.build import resolve
@@ -73,6 +78,30 @@ def test_a_checkpointed_run_equals_an_uninterrupted_one_and_keeps_no_checkpoints
     assert not (out / "checkpoints").exists()
     epochs = {int(p.name.split("-")[1]) for p in (out / "messages").glob("part-*.parquet")}
     assert len(epochs) >= 8  # results committed per checkpoint epoch (the last seconds are idle)
+
+
+def test_a_checkpoint_holds_the_operations_to_come_as_their_numbers(write_scenario, tmp_path):
+    """At 4 s (after the hub's crash and restart began, with moves done) the engine's state
+    pickles without the client operations still to come, only their sequence numbers; the
+    host's injections make them again, key for key, and a workload that lacks one is refused."""
+    spec = resolve(write_scenario(scenario()))
+    (tmp_path / "run").mkdir()
+    host_spec = host_specs(spec, tmp_path / "run", 1, partition(spec.graph, 1))[0]
+    engine = BrokerHost(host_spec).engine
+    engine.run_until(4_000_000)
+    to_come = sorted(item.origin for _, item in engine.heap if type(item) is Injected)
+    keys = sorted(key for key, _ in engine.heap)
+    assert len(to_come) > 100 and len(keys) > len(to_come)  # completions and faults' transitions besides
+
+    restored = pickle.loads(pickle.dumps(engine))
+    assert not any(type(item) is Injected for _, item in restored.heap)
+    assert list(restored.to_come) == to_come
+    restored.reinject(host_spec.injections)
+    assert sorted(key for key, _ in restored.heap) == keys
+
+    again = pickle.loads(pickle.dumps(engine))
+    with pytest.raises(ValueError, match=f"operation {to_come[-1]}"):
+        again.reinject([i for i in host_spec.injections if i.seq != to_come[-1]])
 
 
 def kill_host_on_chunk(monkeypatch, chunks: set[int], how: str, host: int = 1) -> list[int]:
