@@ -330,7 +330,7 @@ class _Columns:
     ``dead``), until the column is sorted again (``FilterIndex._sort``)."""
 
     FIELDS = ("start", "capacity", "size", "sorted", "dead", "blocks")
-    __slots__ = FIELDS + ("place_size", "place_attribute", "views")
+    __slots__ = FIELDS + ("place_size", "place_attribute", "views", "upkeep_views")
 
     def __init__(self) -> None:
         self.place_attribute: list[_Attribute] = []
@@ -351,12 +351,13 @@ class _Columns:
         self._view()
 
     def _view(self) -> None:
-        # in the order ``kernels.match`` takes them
-        self.views = tuple(np.frombuffer(getattr(self, name), np.int64)
-                           for name in ("place_size", "start", "size", "sorted", "blocks"))
+        # in the order ``kernels.match`` and ``kernels.append_cells`` take them
+        view = {name: np.frombuffer(getattr(self, name), np.int64) for name in self.FIELDS + ("place_size",)}
+        self.views = tuple(view[name] for name in ("place_size", "start", "size", "sorted", "blocks"))
+        self.upkeep_views = tuple(view[name] for name in ("start", "capacity", "size", "place_size"))
 
     def __getstate__(self) -> dict:  # without the views (pickled, they would be copies)
-        return {name: getattr(self, name) for name in self.__slots__ if name != "views"}
+        return {name: getattr(self, name) for name in self.__slots__ if not name.endswith("views")}
 
     def __setstate__(self, state: dict) -> None:
         for name, value in state.items():
@@ -556,6 +557,7 @@ class IndexStorage:
             place_rank = (point is None or 2 * size >= attribute.cells, point is not None, size)
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank
+            attribute.cells += 1  # (the cell itself goes into its column below)
             empty |= c.empty
             row += (lo, hi, attribute.id * 8 + kernels.cell_bits(lo_open, hi_open, c.residual))
         residual = self._residual_constraints[slot] = tuple((a, c) for a, c in constraints.items() if c.residual)
@@ -567,11 +569,8 @@ class IndexStorage:
         place_attribute = self._columns.place_attribute
         order = sorted(range(len(places)), key=lambda j: place_attribute[places[j]].id)
         row_columns = self._columns_of[slot] = array.array("i", [2 * places[j] + (places[j] != access) for j in order])
-        row = [value for j in order for value in row[3 * j : 3 * j + 3]]
-        offsets = [self._append(column, slot, j, row[3 * j], row[3 * j + 1], int(row[3 * j + 2]) & 7)
-                   for j, column in enumerate(row_columns)]
-        self._rows.store(slot, row)
-        self._offsets.store(slot, offsets)
+        self._rows.store(slot, [value for j in order for value in row[3 * j : 3 * j + 3]])
+        self._offsets.store(slot, self._append_row(slot, row_columns))
         self._live_cells += len(row_columns)
         self._keep_sorted(row_columns)
         if residual:
@@ -649,20 +648,22 @@ class IndexStorage:
             bisect.insort(attribute.values, point)
         return bucket
 
-    def _append(self, column: int, slot: int, line: int, lo: float, hi: float, bits: int) -> int:
-        """Add the cell of line ``line`` of ``slot``'s row to ``column``; its offset there."""
-        columns = self._columns
-        offset = columns.size[column]
-        if offset == columns.capacity[column]:
-            self._relocate(column)
-        arena = self._arena
-        i = columns.start[column] + offset
-        arena.slots[i], arena.lo[i], arena.hi[i], arena.bits[i], arena.line[i] = slot, lo, hi, bits, line
-        columns.size[column] = offset + 1
-        place = column >> 1
-        columns.place_size[place] += 1
-        columns.place_attribute[place].cells += 1
-        return offset
+    def _append_row(self, slot: int, row_columns: array.array) -> np.ndarray:
+        """Add the cells of ``slot``'s stored row to their columns ``row_columns`` (their
+        attributes counted them already); their offsets there."""
+        offsets = np.empty(len(row_columns), np.int32)
+        if not row_columns:
+            return offsets
+        columns_of_lines = np.frombuffer(row_columns, np.int32)
+        rows, done = self._rows, 0
+        while True:
+            arena = self._arena  # (a relocation may compact it into a new one)
+            done = kernels.append_cells(slot, columns_of_lines, done, rows.lines, rows.start[slot],
+                                        *self._columns.upkeep_views, arena.slots, arena.lo, arena.hi, arena.bits,
+                                        arena.line, offsets)
+            if done == len(row_columns):
+                return offsets
+            self._relocate(row_columns[done])
 
     def _remove(self, column: int, slot: int, line: int) -> None:
         offsets, columns = self._offsets, self._columns

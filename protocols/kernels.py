@@ -373,6 +373,30 @@ def match(points, place_size, column_start, column_size, column_sorted, column_b
 
 
 @njit(cache=True, nogil=True)
+def append_cells(slot, row_columns, first, rows, row_start, column_start, column_capacity, column_size, place_size,
+                 slots, lo, hi, bits, line, offsets):
+    """Add the cells of ``slot``'s row (``rows`` from line ``row_start``) to their columns
+    ``row_columns`` (one per line), from line ``first`` on, and write each one's offset in its
+    column to ``offsets``. Returns the line it stopped at: the row's length, or the first line
+    whose column is full (the caller gives that column room and calls again from there)."""
+    for j in range(first, len(row_columns)):
+        column = row_columns[j]
+        offset = column_size[column]
+        if offset == column_capacity[column]:
+            return j
+        i = column_start[column] + offset
+        slots[i] = slot
+        lo[i] = rows[row_start + j, 0]
+        hi[i] = rows[row_start + j, 1]
+        bits[i] = int(rows[row_start + j, 2]) & 7
+        line[i] = j
+        column_size[column] = offset + 1
+        place_size[column >> 1] += 1
+        offsets[j] = offset
+    return len(row_columns)
+
+
+@njit(cache=True, nogil=True)
 def count_toward(slots, toward, routed, group, hop, delta, out):
     """Add ``delta`` (+1: an advertisement from neighbour ``hop`` arrived, -1: withdrawn) to
     ``toward[slot, hop]`` of each slot; write to ``out`` the slots whose routing toward ``hop``
