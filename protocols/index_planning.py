@@ -97,20 +97,6 @@ class QueryEngine(IndexStorage):
             return None, None, 0, False
         return self._layout(segments, bounds) + (candidates, False)
 
-    def _match_points(self, points) -> np.ndarray:
-        """A publication's ``points`` (attribute, type, code, value) as ``kernels.match`` plans
-        them: per attribute the table knows, (attribute id, code, interval place, the place of
-        the value's bucket or -1)."""
-        self._reencode_strings()
-        attributes = self._attributes
-        known = []
-        for attr, type_, code, value in points:
-            attribute = attributes.get((attr, type_))
-            if attribute is not None:
-                buckets = attribute.buckets
-                known += (attribute.id, code, attribute.interval, buckets.get(value, -1) if buckets else -1)
-        return np.array(known, np.float64).reshape(-1, 4)
-
     @staticmethod
     def _layout(segments: list, bounds: list) -> tuple[np.ndarray, np.ndarray]:
         return np.array(segments, np.float64).reshape(-1, 7), np.array(bounds, np.float64).reshape(-1, 4)

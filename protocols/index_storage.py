@@ -76,8 +76,14 @@ class Vocabulary:
         self.words: list[str] = []
         self.codes: list[float] = []
         self.code_of: dict[str, float] = {}
+        self.attribute_numbers: dict[tuple[str, str], int] = {}  # (attribute, type) -> its number here
         self.version = 0
         self.generation = next(_GENERATIONS)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("attribute_numbers", {})  # (a checkpoint written before they were numbered)
+        self.generation = next(_GENERATIONS)  # messages cached encodings under this process's generations
 
     def _between(self, i: int) -> float:
         if not self.words:
@@ -129,12 +135,18 @@ class Vocabulary:
     def _encode(self, value, type_: str) -> float:
         return self.code(value) if type_ == STRING else float(value)
 
-    def points(self, publication: Publication) -> list[tuple]:
-        """A publication's points (attribute, type, code, value), encoded once per generation."""
-        return self._cached(publication, lambda: [
-            (attr, STRING, self.code(v), v) if isinstance(v, str) else (attr, NUMERIC, float(v), v)
-            for attr, v in publication.items
-        ])
+    def attribute_number(self, attr: str, type_: str) -> int:
+        number = self.attribute_numbers.get((attr, type_))
+        if number is None:
+            number = self.attribute_numbers[attr, type_] = len(self.attribute_numbers)
+        return number
+
+    def points(self, publication: Publication) -> np.ndarray:
+        """A publication's points, rows (attribute number, code), encoded once per generation."""
+        return self._cached(publication, lambda: np.array([
+            (self.attribute_number(attr, STRING), self.code(v)) if isinstance(v, str)
+            else (self.attribute_number(attr, NUMERIC), float(v)) for attr, v in publication.items
+        ], np.float64).reshape(-1, 2))
 
     def probes(self, f: Filter) -> list[tuple]:
         """A conjunction's probes (attribute, type, bounds, residual, constraint), encoded
@@ -432,6 +444,14 @@ class IndexStorage:
         self.vocabulary = vocabulary if vocabulary is not None else PROCESS_VOCABULARY
         self._encoded_version = self.vocabulary.version  # the codes its cells hold
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
+        # for ``kernels.match``: per attribute number of the vocabulary, the attribute's id here
+        # (-1: none); per attribute id, its interval place, and its buckets' lines (code, place)
+        # in code order, laid out when the table next matches (tables that never match, such
+        # as covering's, never lay them out)
+        self._attribute_of_number = np.full(8, -1, np.int64)
+        self._interval_of = np.zeros(8, np.int64)
+        self._buckets = _Lines(2)
+        self._stale_buckets: dict[_Attribute, None] = {}
         self._arena = _Arena()
         self._live_cells = 0  # cells of the slots in use (the arena also holds room, dead cells, garbage)
         self._columns = _Columns()
@@ -526,6 +546,14 @@ class IndexStorage:
         self.__dict__.update(state)
         if "_live_cells" not in state:  # a checkpoint written before the count was kept
             self._live_cells = sum(len(columns) for columns in self._columns_of if columns)
+        if "_buckets" not in state:  # written before matching looked the buckets up in the kernel
+            self._attribute_of_number = np.full(8, -1, np.int64)
+            self._interval_of = np.zeros(len(self._query_set), np.int64)
+            self._buckets = _Lines(2)
+            self._buckets.grow_slots(len(self._query_set))
+            self._stale_buckets = dict.fromkeys(self._attributes.values())
+            for (attr, type_), attribute in self._attributes.items():
+                self._number(attribute, attr, type_)
 
     def _new_slot(self) -> int:
         slot = self._free.pop() if self._free else self._grow()
@@ -633,10 +661,32 @@ class IndexStorage:
             attribute = self._attributes[attr, type_] = _Attribute(len(self._attributes), type_ == NUMERIC)
             attribute.interval = self._columns.new_place(attribute)
             if attribute.id == len(self._query_set):
-                for name in ("_query_set", "_query_lo", "_query_hi", "_query_bits"):
+                for name in ("_query_set", "_query_lo", "_query_hi", "_query_bits", "_interval_of"):
                     old = getattr(self, name)
                     setattr(self, name, _grown(old, 2 * len(old), len(old)))
+                self._buckets.grow_slots(len(self._query_set))
+            self._number(attribute, attr, type_)
         return attribute
+
+    def _number(self, attribute: _Attribute, attr: str, type_: str) -> None:
+        """Enter a new attribute in the kernel's look-ups by the vocabulary's attribute number."""
+        number = self.vocabulary.attribute_number(attr, type_)
+        if number >= len(self._attribute_of_number):
+            known = self._attribute_of_number
+            self._attribute_of_number = np.full(max(2 * len(known), number + 1), -1, np.int64)
+            self._attribute_of_number[: len(known)] = known
+        self._attribute_of_number[number] = attribute.id
+        self._interval_of[attribute.id] = attribute.interval
+
+    def _lay_out_buckets(self) -> None:
+        """The lines (code, place) of the buckets of attributes that gained one or whose codes
+        changed, in value order (that is code order)."""
+        encode = self.vocabulary._encode
+        for attribute in self._stale_buckets:
+            type_ = NUMERIC if attribute.numeric else STRING
+            self._buckets.store(attribute.id, [x for value in attribute.values
+                                               for x in (encode(value, type_), attribute.buckets[value])])
+        self._stale_buckets.clear()
 
     def _place(self, attribute: _Attribute, point) -> int:
         """The place of a constraint of ``attribute`` with this equality value (None: an interval)."""
@@ -646,6 +696,7 @@ class IndexStorage:
         if bucket is None:
             bucket = attribute.buckets[point] = self._columns.new_place(attribute)
             bisect.insort(attribute.values, point)
+            self._stale_buckets[attribute] = None
         return bucket
 
     def _append_row(self, slot: int, row_columns: array.array) -> np.ndarray:
@@ -801,4 +852,7 @@ class IndexStorage:
                     i = self._columns.start[column] + self._offsets.flat[self._offsets.start[slot] + j]
                     arena.lo[i], arena.hi[i] = lo, hi
                     lines[rows.start[slot] + j, :2] = lo, hi
+        for attribute in self._attributes.values():
+            if not attribute.numeric:
+                self._stale_buckets[attribute] = None
         self._encoded_version = self.vocabulary.version

@@ -268,6 +268,36 @@ def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, fla
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _known_points(points, attribute_of_number, interval_of, buckets, bucket_start, bucket_len):
+    """Of a publication's ``points``, rows (the vocabulary's attribute number, code), those of the
+    attributes the table knows, as ``_match_plan`` takes them: (attribute id, code, interval
+    place, the place of the value's bucket or -1). ``attribute_of_number`` gives an attribute
+    number's id in the table (-1: none), ``interval_of`` an id's interval place, and ``buckets``
+    from line ``bucket_start[id]`` on its ``bucket_len[id]`` buckets as (code, place), ordered
+    by code."""
+    known = np.empty((len(points), 4))
+    k = 0
+    for p in range(len(points)):
+        number = int(points[p, 0])
+        if number >= len(attribute_of_number) or attribute_of_number[number] < 0:
+            continue
+        a = attribute_of_number[number]
+        code = points[p, 1]
+        first, end = bucket_start[a], bucket_start[a] + bucket_len[a]
+        while first < end:  # the first bucket whose code is not below the value's
+            middle = (first + end) // 2
+            if buckets[middle, 0] < code:
+                first = middle + 1
+            else:
+                end = middle
+        found = first < bucket_start[a] + bucket_len[a] and buckets[first, 0] == code
+        known[k, 0], known[k, 1], known[k, 2] = a, code, interval_of[a]
+        known[k, 3] = buckets[first, 1] if found else -1.0
+        k += 1
+    return known[:k]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _match_plan(points, place_size, column_start, column_size, column_sorted, column_blocks, block_start):
     """A publication's probes: ``points`` rows are (attribute id, value's code, interval place,
     bucket place or -1) of its attributes the table knows (see ``index_storage._Columns``). Returns
@@ -298,11 +328,12 @@ def _match_plan(points, place_size, column_start, column_size, column_sorted, co
 
 
 @njit(cache=True, nogil=True)
-def match(points, place_size, column_start, column_size, column_sorted, column_blocks, block_start,
+def match(publication_points, attribute_of_number, interval_of, buckets, bucket_start, bucket_len,
+          place_size, column_start, column_size, column_sorted, column_blocks, block_start,
           slots, lo, hi, bits, blocks, rows, row_start, row_len, residuals, residual_start, residual_len,
           condition_true, query_set, query_lo, query_hi, query_bits, marks, owner, group, exclude, group_seen):
-    """The entries matching a publication, in slot order: its probes are planned here from
-    ``points`` and the table's places and columns (``_match_plan``). A disjunctive entry's
+    """The entries matching a publication, in slot order: its probes are planned here from its
+    points (``_known_points``) and the table's places and columns (``_match_plan``). A disjunctive entry's
     disjuncts have slots of their own, ``owner`` maps them to the entry's slot (every other
     slot to itself): an entry matches once, whichever disjuncts do.
 
@@ -311,6 +342,7 @@ def match(points, place_size, column_start, column_size, column_sorted, column_b
     an entry whose intervals hold and that has residual lines (what a scalar re-check costs).
     ``group_seen`` (per group) and ``marks`` (per slot) are scratch, all zero between calls.
     """
+    points = _known_points(publication_points, attribute_of_number, interval_of, buckets, bucket_start, bucket_len)
     segments, bounds, cells, candidates = _match_plan(points, place_size, column_start, column_size,
                                                       column_sorted, column_blocks, block_start)
     out_slots = np.empty(candidates, np.int64)

@@ -186,6 +186,26 @@ def test_a_table_pickled_before_the_cell_count_was_kept_counts_its_cells():
     assert restored._live_cells == index._live_cells == 3
 
 
+def test_a_table_pickled_before_its_buckets_were_looked_up_in_the_kernel_matches_exactly():
+    """A checkpoint from before matching found the equality buckets in the kernel: the restored
+    table numbers its attributes in the process's vocabulary and lays out their buckets."""
+    entries = [parse_filter(text) for text in ("[s,eq,'b'],[x,=,3]", "[s,eq,'a']", "[x,>,1]", "[x,=,7],[y,<,5]",
+                                               "[s,str-prefix,'a']")]
+    index = _table(entries)
+    state = pickle.loads(pickle.dumps(index)).__dict__
+    for name in ("_buckets", "_attribute_of_number", "_interval_of"):
+        del state[name]
+    del state["vocabulary"].attribute_numbers
+    state["vocabulary"] = pickle.loads(pickle.dumps(state["vocabulary"]))
+    restored = FilterIndex.__new__(FilterIndex)
+    restored.__setstate__(state)
+    restored.add(len(entries), parse_filter("[s,eq,'c'],[y,=,2]"))
+    entries.append(parse_filter("[s,eq,'c'],[y,=,2]"))
+    for text in ("[s,'b'],[x,3]", "[s,'a']", "[x,7],[y,4]", "[s,'c'],[y,2]", "[s,'ab'],[x,2]"):
+        pub = parse_publication(text)
+        assert restored.matching(pub) == [k for k, f in enumerate(entries) if matches(f, pub)]
+
+
 def test_work_counters_grow_with_table_size():
     pub = parse_publication("[x,5]")
     small, large = FilterIndex(), FilterIndex()
