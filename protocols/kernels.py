@@ -82,6 +82,19 @@ def _verify(test, entry_side, row, query_set, query_lo, query_hi, query_bits, n_
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _first_at_least(lines, column, first, end, value):
+    """The first of ``lines[first:end]`` whose ``column`` is at least ``value`` (they are in
+    that column's order), or ``end``."""
+    while first < end:
+        middle = (first + end) // 2
+        if lines[middle, column] < value:
+            first = middle + 1
+        else:
+            end = middle
+    return first
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _verify_sparse(test, row, bounds):
     """``_verify`` of a query-side question by looking up each query attribute's cell in the
     row (rows are in attribute order) instead of reading the whole row: for wide entries (an
@@ -89,13 +102,7 @@ def _verify_sparse(test, row, bounds):
     flag = False
     for k in range(len(bounds)):
         code = int(bounds[k, 0]) * 8
-        first, end = 0, len(row)
-        while first < end:  # the first line whose code is at least the attribute's
-            middle = (first + end) // 2
-            if row[middle, 2] < code:
-                first = middle + 1
-            else:
-                end = middle
+        first = _first_at_least(row, 2, 0, len(row), code)
         if first == len(row) or int(row[first, 2]) >> 3 != code >> 3:
             return False, False
         ok, point = _passes(test, row[first, 0], row[first, 1], int(row[first, 2]) & 7,
@@ -283,14 +290,9 @@ def _known_points(points, attribute_of_number, interval_of, buckets, bucket_star
             continue
         a = attribute_of_number[number]
         code = points[p, 1]
-        first, end = bucket_start[a], bucket_start[a] + bucket_len[a]
-        while first < end:  # the first bucket whose code is not below the value's
-            middle = (first + end) // 2
-            if buckets[middle, 0] < code:
-                first = middle + 1
-            else:
-                end = middle
-        found = first < bucket_start[a] + bucket_len[a] and buckets[first, 0] == code
+        end = bucket_start[a] + bucket_len[a]
+        first = _first_at_least(buckets, 0, bucket_start[a], end, code)
+        found = first < end and buckets[first, 0] == code
         known[k, 0], known[k, 1], known[k, 2] = a, code, interval_of[a]
         known[k, 3] = buckets[first, 1] if found else -1.0
         k += 1
