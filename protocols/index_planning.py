@@ -60,13 +60,11 @@ class QueryEngine(IndexStorage):
         bounds, probed = [], []  # bounds: (attribute id, lo, hi, bits) per probe, flattened
         cells, unknown = 0, False
         fewest = fewest_rank = None  # the probe a query-side question's candidates come from
-        for attr, type_, query_bounds, probe_residual, query in probes:
+        for attr, type_, (low, _, high, _), flags, query in probes:
             attribute = attributes.get((attr, type_))
             if attribute is None:
                 unknown = True
                 continue
-            low, low_open, high, high_open = query_bounds
-            flags = kernels.cell_bits(low_open, high_open, probe_residual)
             places, size, shared = attribute.probed(test, query, columns.place_size)
             cells += size
             probe = (size, places, low, high, flags)

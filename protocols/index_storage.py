@@ -149,10 +149,11 @@ class Vocabulary:
         ], np.float64).reshape(-1, 2))
 
     def probes(self, f: Filter) -> list[tuple]:
-        """A conjunction's probes (attribute, type, bounds, residual, constraint), encoded
-        once per generation."""
+        """A conjunction's probes (attribute, type, bounds, bits, constraint), encoded once per
+        generation; ``bits`` as a cell or query bound has them (``kernels.cell_bits``)."""
         return self._cached(f, lambda: [
-            (attr, c.type, self.bounds(c), c.residual, c) for attr, c in f.constraints.items()
+            (attr, c.type, bounds, kernels.cell_bits(bounds[1], bounds[3], c.residual), c)
+            for attr, c in f.constraints.items() for bounds in (self.bounds(c),)
         ])
 
     def _cached(self, message, encode: Callable[[], list]) -> list[tuple]:
@@ -572,7 +573,7 @@ class IndexStorage:
                 for word in (c.lo, c.hi):
                     if word is not None:
                         self.vocabulary.add(word)
-        for attr, _, (lo, lo_open, hi, hi_open), _, c in self.vocabulary.probes(f):
+        for attr, _, (lo, _, hi, _), bits, c in self.vocabulary.probes(f):
             attribute = self._attribute(attr, c.type)
             point = c.point
             place = self._place(attribute, point)
@@ -587,7 +588,7 @@ class IndexStorage:
                 access, rank = place, place_rank
             attribute.cells += 1  # (the cell itself goes into its column below)
             empty |= c.empty
-            row += (lo, hi, attribute.id * 8 + kernels.cell_bits(lo_open, hi_open, c.residual))
+            row += (lo, hi, attribute.id * 8 + bits)
         residual = self._residual_constraints[slot] = tuple((a, c) for a, c in constraints.items() if c.residual)
         self._residual[slot], self._unsat[slot] = bool(residual), empty
         if empty:

@@ -99,6 +99,11 @@ class Filter:
         return _normalise(self)
 
     @cached_property
+    def unsatisfiable(self) -> bool:
+        """No publication can match it (``unsatisfiable``)."""
+        return all(any(c.empty for c in d.constraints.values()) for d in self.disjuncts)
+
+    @cached_property
     def by_attribute(self) -> dict[str, tuple[Predicate, ...]]:
         """A conjunction's predicates grouped by attribute (for ``conforms``: a publication
         names a few of a wide advertisement's attributes)."""
@@ -108,7 +113,8 @@ class Filter:
         return {attr: tuple(predicates) for attr, predicates in grouped.items()}
 
     def __getstate__(self) -> dict:  # without what is rebuilt cheaply, and a routing table's cache
-        return {name: value for name, value in self.__dict__.items() if name not in ("by_attribute", "encoded")}
+        return {name: value for name, value in self.__dict__.items()
+                if name not in ("by_attribute", "unsatisfiable", "encoded")}
 
     def __str__(self) -> str:
         if self.alternatives:
@@ -543,8 +549,8 @@ def residual_holds(c: Constraint, value: Value) -> bool:
 
 
 def unsatisfiable(f: Filter) -> bool:
-    """True when no publication can match ``f`` (decided on the normal form)."""
-    return all(any(c.empty for c in d.constraints.values()) for d in f.disjuncts)
+    """True when no publication can match ``f`` (decided on the normal form, once a filter)."""
+    return f.unsatisfiable
 
 
 # ---------------------------------------------------------------------------- covering
