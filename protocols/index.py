@@ -75,13 +75,14 @@ class FilterIndex(QueryEngine):
         that also checks their residual conditions and groups them (see ``Match``): the
         groups of a routing table are last hops, and ``exclude`` the one the publication came
         from."""
+        points = self.vocabulary.points(publication)  # first: its unknown words may renumber every code
         self._reencode_strings()
         if self._stale_buckets:
             self._lay_out_buckets()
         arena, rows, residual_lines, columns, buckets = (self._arena, self._rows, self._residual_lines,
                                                          self._columns, self._buckets)
         slots, groups, local, checks, cells = kernels.match(
-            self.vocabulary.points(publication), self._attribute_of_number, self._interval_of, buckets.lines,
+            points, self._attribute_of_number, self._interval_of, buckets.lines,
             buckets.start, buckets.length, *columns.views, self._blocks.start, arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines,
             rows.lines, rows.start, rows.length, residual_lines.lines, residual_lines.start, residual_lines.length,
             self._conditions.evaluate(publication.items), self._query_set, self._query_lo, self._query_hi,

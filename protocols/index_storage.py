@@ -81,9 +81,11 @@ class Vocabulary:
         self.generation = next(_GENERATIONS)
 
     def __setstate__(self, state: dict) -> None:
+        global _GENERATIONS
         self.__dict__.update(state)
         self.__dict__.setdefault("attribute_numbers", {})  # (a checkpoint written before they were numbered)
-        self.generation = next(_GENERATIONS)  # messages cached encodings under this process's generations
+        # unpickled from another process: this process's generations must not meet its own again
+        _GENERATIONS = itertools.count(max(next(_GENERATIONS), self.generation + 1))
 
     def _between(self, i: int) -> float:
         if not self.words:

@@ -162,6 +162,15 @@ def test_cached_encodings_do_not_travel_between_processes():
     assert pickle.loads(pickle.dumps(f)).encoded is None
 
 
+def test_generations_after_an_unpickled_vocabulary_never_meet_its_own():
+    """A vocabulary from another process (a checkpoint) keeps its generation, under which nothing
+    here is cached; every generation given here after it is a later one."""
+    elsewhere = Vocabulary()
+    elsewhere.generation += 10**6  # as a long-running process would have numbered it
+    restored = pickle.loads(pickle.dumps(elsewhere))
+    assert restored.generation == elsewhere.generation < Vocabulary().generation
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(any_filters(), min_size=1, max_size=30), st.lists(any_filters(), min_size=1, max_size=30),
        st.lists(publications(), min_size=1, max_size=4))
@@ -235,6 +244,31 @@ def test_answers_stay_exact_when_string_codes_are_renumbered():
         query = parse_filter(f"[s,str-le,'{word}']")
         assert index.covered_by(query) == [k for k, f in enumerate(entries) if covers(query, f)]
         assert index.intersected_by(query) == [k for k, f in enumerate(entries) if intersects(query, f)]
+
+
+def test_a_publication_whose_word_renumbers_the_codes_matches_exactly():
+    """Encoding a publication's unknown word can renumber every code (no float left in its gap):
+    the table must re-encode its cells and buckets after the publication is encoded, not before."""
+    def squeezed(count):  # words ever closer to 'c' from below: each halves the gap left
+        return ["b" + "a" * k for k in range(1, count + 1)]
+
+    def table():
+        vocabulary = Vocabulary()
+        index = FilterIndex(vocabulary=vocabulary)
+        for key, text in enumerate(("[s,eq,'c']", "[s,str-ge,'b']", "[t,=,1]")):
+            index.add(key, parse_filter(text))
+        return vocabulary, index
+
+    probe, count = table()[0], 0
+    while probe.version == 0:
+        count += 1
+        probe.add(squeezed(count)[-1])
+    vocabulary, index = table()
+    for word in squeezed(count - 1):
+        vocabulary.add(word)
+    assert index.matching(parse_publication("[t,1]")) == [2] and vocabulary.version == 0
+    pub = parse_publication(f"[s,'c'],[u,'{squeezed(count)[-1]}']")
+    assert index.matching(pub) == [0, 1] and vocabulary.version == 1
 
 
 def test_answers_stay_exact_through_heavy_churn():

@@ -81,9 +81,10 @@ def test_a_checkpointed_run_equals_an_uninterrupted_one_and_keeps_no_checkpoints
 
 
 def test_a_checkpoint_holds_the_operations_to_come_as_their_numbers(write_scenario, tmp_path):
-    """At 4 s (after the hub's crash and restart began, with moves done) the engine's state
-    pickles without the client operations still to come, only their sequence numbers; the
-    host's injections make them again, key for key, and a workload that lacks one is refused."""
+    """At 4 s (the hub crashed at 2 s and restarts at 5 s) the engine's state pickles without
+    the client operations still to come, only their sequence numbers, and with the seven that
+    arrived at the crashed hub and wait for its restart; the host's injections make the others
+    again, key for key, and a workload that lacks one is refused."""
     spec = resolve(write_scenario(scenario()))
     (tmp_path / "run").mkdir()
     host_spec = host_specs(spec, tmp_path / "run", 1, partition(spec.graph, 1))[0]
@@ -92,9 +93,12 @@ def test_a_checkpoint_holds_the_operations_to_come_as_their_numbers(write_scenar
     to_come = sorted(item.origin for _, item in engine.heap if type(item) is Injected)
     keys = sorted(key for key, _ in engine.heap)
     assert len(to_come) > 100 and len(keys) > len(to_come)  # completions and faults' transitions besides
+    held = {name: [a.key for a in server.held] for name, server in engine.servers.items()}
+    assert sum(type(a) is Injected for server in engine.servers.values() for a in server.held) == 7
 
     restored = pickle.loads(pickle.dumps(engine))
     assert not any(type(item) is Injected for _, item in restored.heap)
+    assert {name: [a.key for a in server.held] for name, server in restored.servers.items()} == held
     assert list(restored.to_come) == to_come
     restored.reinject(host_spec.injections)
     assert sorted(key for key, _ in restored.heap) == keys
