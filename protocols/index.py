@@ -82,8 +82,8 @@ class FilterIndex(QueryEngine):
         arena, rows, residual_lines, columns, buckets = (self._arena, self._rows, self._residual_lines,
                                                          self._columns, self._buckets)
         slots, groups, local, checks, cells = kernels.match(
-            points, self._attribute_of_number, self._interval_of, buckets.lines,
-            buckets.start, buckets.length, *columns.views, self._blocks.start, arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines,
+            points, self._attribute_of_number, self._interval_of, buckets.lines, buckets.start, buckets.length,
+            *columns.views, self._blocks.start, arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines,
             rows.lines, rows.start, rows.length, residual_lines.lines, residual_lines.start, residual_lines.length,
             self._conditions.evaluate(publication.items), self._query_set, self._query_lo, self._query_hi,
             self._query_bits, self._slot_marks, self._owner, self._group, exclude, self._group_seen,
