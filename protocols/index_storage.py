@@ -158,7 +158,7 @@ class Vocabulary:
             for attr, c in f.constraints.items() for bounds in (self.bounds(c),)
         ])
 
-    def _cached(self, message, encode: Callable[[], list]) -> list[tuple]:
+    def _cached(self, message, encode: Callable[[], list | np.ndarray]) -> list | np.ndarray:
         cached = message.encoded
         if cached is not None and cached[0] == self.generation:
             return cached[1]

@@ -96,9 +96,7 @@ class RoutingTable(FilterIndex):
         self.since[slot], self.until[slot] = 0, FOREVER
         self.toward[slot] = 0
         self.routed[slot] = False
-        self._group[slot] = last_hop  # (a new slot has no group: ``set_last_hop`` has nothing to move)
-        if last_hop == LOCAL:
-            self._local_of_client.setdefault(client, {})[key] = None
+        self.set_last_hop(slot, last_hop)
         return slot
 
     def remove(self, key: Key) -> Filter:
