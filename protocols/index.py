@@ -13,7 +13,7 @@ common selective equality value, else in its least common place), so its cost fo
 candidates, not the table size (see ``FilterIndex``). Rows are in attribute order, and on
 tables of wide entries (advertisements of a thousand attributes) a question about a few
 attributes looks them up in a row by bisection, or counts each entry's passing cells over
-those attributes' columns when that reads less (``QueryEngine._plan``, protocols/index_planning.py).
+those attributes' columns when that reads less (``kernels.ask``).
 The storage (slots, columns, rows, the vocabulary, the work counters) is
 protocols/index_storage.py; this module holds the questions.
 Conditions that are not intervals (excluded values, postfixes, substrings) and unsatisfiable
@@ -57,7 +57,7 @@ class FilterIndex(QueryEngine):
     Questions an entry answers only if all its attributes pass (matching, covering,
     intersected-by) probe access cells; questions every attribute of the query must pass
     (covered-by, intersecting) probe every cell of the query's least common attribute (a
-    value nearly every entry shares counting as the most common, see ``_plan``). Either way
+    value nearly every entry shares counting as the most common, see ``kernels.ask``). Either way
     the candidates are then checked against their rows.
 
     Queries return keys in slot order, which depends only on the table's history, so results
@@ -111,7 +111,7 @@ class FilterIndex(QueryEngine):
     def _covering_conjunction(self, f: Filter) -> np.ndarray:
         """Entries' slots, in slot order, with a disjunct that covers conjunction ``f``."""
         if unsatisfiable(f):
-            self._probe([], kernels.CONTAINS, "cover", None)
+            self._count("cover", 0)
             return np.array(sorted(self._slot_of.values()), np.int64)
         slots, _ = self._probe(self.vocabulary.probes(f), kernels.CONTAINS, "cover", None)
         recheck = True if _has_residual(f) else self._residual[slots]

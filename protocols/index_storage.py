@@ -8,7 +8,7 @@ import array
 import bisect
 import itertools
 from dataclasses import dataclass, field, fields
-from typing import Callable, Hashable
+from typing import Callable, Hashable, NamedTuple
 
 import numpy as np
 
@@ -150,13 +150,16 @@ class Vocabulary:
             else (self.attribute_number(attr, NUMERIC), float(v)) for attr, v in publication.items
         ], np.float64).reshape(-1, 2))
 
-    def probes(self, f: Filter) -> list[tuple]:
-        """A conjunction's probes (attribute, type, bounds, bits, constraint), encoded once per
-        generation; ``bits`` as a cell or query bound has them (``kernels.cell_bits``)."""
-        return self._cached(f, lambda: [
-            (attr, c.type, bounds, kernels.cell_bits(bounds[1], bounds[3], c.residual), c)
-            for attr, c in f.constraints.items() for bounds in (self.bounds(c),)
-        ])
+    def probes(self, f: Filter) -> Probes:
+        """A conjunction's probes, encoded once per generation."""
+        return self._cached(f, lambda: self._probes(f))
+
+    def _probes(self, f: Filter) -> Probes:
+        per_constraint = [(attr, c.type, bounds, kernels.cell_bits(bounds[1], bounds[3], c.residual), c)
+                          for attr, c in f.constraints.items() for bounds in (self.bounds(c),)]
+        rows = np.array([(self.attribute_number(attr, type_), lo, hi, bits, c.point is not None)
+                         for attr, type_, (lo, _, hi, _), bits, c in per_constraint], np.float64)
+        return Probes(per_constraint, rows.reshape(-1, 5))
 
     def _cached(self, message, encode: Callable[[], list | np.ndarray]) -> list | np.ndarray:
         cached = message.encoded
@@ -168,6 +171,15 @@ class Vocabulary:
             if generation == self.generation:
                 object.__setattr__(message, "encoded", (generation, encoded))
                 return encoded
+
+
+class Probes(NamedTuple):
+    """A conjunction encoded for the index: ``per_constraint``, (attribute, type, bounds, bits,
+    constraint), ``bits`` as a cell or query bound has them (``kernels.cell_bits``); and ``rows``,
+    the kernel's (attribute number, lo, hi, bits, whether it is a point) (``kernels.ask``)."""
+
+    per_constraint: list[tuple]
+    rows: np.ndarray
 
 
 _GENERATIONS = itertools.count(1)
@@ -404,39 +416,6 @@ class _Attribute:
 
     __reduce__ = rebuilt_by_constructor
 
-    def probed(self, test: int, query, place_size: array.array) -> tuple[list[int], int, bool]:
-        """The non-empty places a probe with the Constraint ``query`` must scan, their cells,
-        and whether the query's equality value is one nearly every entry shares (its bucket
-        holds half of the attribute's cells or more): the interval cells, plus the buckets
-        whose value can pass (a publication's point probes: ``kernels.match``)."""
-        interval = self.interval
-        cells = place_size[interval]
-        places = [interval] if cells else []
-        buckets = self.buckets
-        shared = False
-        if buckets:
-            point = query.point
-            if point is not None or test == kernels.CONTAINS:  # only the point's bucket
-                bucket = None if point is None else buckets.get(point)
-                if bucket is not None and place_size[bucket]:
-                    places.append(bucket)
-                    cells += place_size[bucket]
-                    shared = 2 * place_size[bucket] >= self.cells
-            else:
-                for value in self._values_within(query):
-                    bucket = buckets[value]
-                    if place_size[bucket]:
-                        places.append(bucket)
-                        cells += place_size[bucket]
-        return places, cells, shared
-
-    def _values_within(self, c: Constraint) -> list:
-        """The bucket values inside ``c``'s interval, in order."""
-        values = self.values
-        first = 0 if c.lo is None else (bisect.bisect_right if c.lo_open else bisect.bisect_left)(values, c.lo)
-        end = len(values) if c.hi is None else (bisect.bisect_left if c.hi_open else bisect.bisect_right)(values, c.hi)
-        return values[first:end]
-
 
 class IndexStorage:
     """The slots, columns and rows of a ``FilterIndex`` and their upkeep."""
@@ -575,7 +554,7 @@ class IndexStorage:
                 for word in (c.lo, c.hi):
                     if word is not None:
                         self.vocabulary.add(word)
-        for attr, _, (lo, _, hi, _), bits, c in self.vocabulary.probes(f):
+        for attr, _, (lo, _, hi, _), bits, c in self.vocabulary.probes(f).per_constraint:
             attribute = self._attribute(attr, c.type)
             point = c.point
             place = self._place(attribute, point)
@@ -786,14 +765,6 @@ class IndexStorage:
         if key == len(self._blocks.start):
             self._blocks.grow_slots(2 * key)
         return key
-
-    def _segment(self, column: int, lo: float, hi: float, bits: int) -> tuple:
-        """The kernel's description of ``column`` probed with a query bound (see ``kernels._candidates``;
-        ``kernels._match_plan`` makes the same rows for matching)."""
-        columns = self._columns
-        ordered = columns.sorted[column]
-        block0 = self._blocks.start[columns.blocks[column]] if ordered else 0
-        return columns.start[column], columns.size[column], lo, hi, bits, ordered, block0
 
     def _relocate(self, column: int) -> None:
         """Give a full column twice the room at the arena's end."""

@@ -6,12 +6,13 @@ segment ``[start, start + size)`` per column; an entry's own cells are the lines
 (lo, hi, attribute id * 8 + bits). Bounds are float64 (strings as order-preserving codes),
 unbounded ends -inf/+inf; ``bits`` holds LO_OPEN, HI_OPEN, RESIDUAL.
 
-``query`` probes a few column segments for candidates and verifies each candidate against
-its row in the same call (numba's dispatch costs microseconds per call), so work
-follows the candidates, not the table. Rows are in attribute order: a query-side question
-looks its few attributes up in a wide row by bisection. Where the rows are so wide that
-reading the query attributes' whole columns costs less than visiting the candidates' rows,
-``count_query`` counts each entry's passing cells instead. Two kinds of question:
+``ask`` plans which places and column segments a question probes, probes them for
+candidates and verifies each candidate against its row, all in one call (numba's dispatch
+costs microseconds per call), so work follows the candidates, not the table. Rows are in
+attribute order: a query-side question looks its few attributes up in a wide row by
+bisection. Where the rows are so wide that reading the query attributes' whole columns costs
+less than visiting the candidates' rows, it counts each entry's passing cells instead
+(``_counted``). Two kinds of question:
 - entry-side (every attribute of the entry must be one of the query's and pass: matching,
   covering, intersected-by): the probed segments are access cells, one per entry;
 - query-side (every attribute of the query must be one of the entry's and pass: covered-by,
@@ -205,9 +206,178 @@ def _candidates(test, slots, lo, hi, bits, segments, blocks, marks, out_slots):
     return candidates
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _first_above(lines, column, first, end, value):
+    """The first of ``lines[first:end]`` whose ``column`` is above ``value``, or ``end``."""
+    while first < end:
+        middle = (first + end) // 2
+        if lines[middle, column] <= value:
+            first = middle + 1
+        else:
+            end = middle
+    return first
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _attribute_cells(a, interval_of, buckets, bucket_start, bucket_len, place_size):
+    """The cells of attribute id ``a`` in all its places."""
+    cells = place_size[interval_of[a]]
+    for b in range(bucket_start[a], bucket_start[a] + bucket_len[a]):
+        cells += place_size[int(buckets[b, 1])]
+    return cells
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _probed_places(test, probes, attribute_of_number, interval_of, buckets, bucket_start, bucket_len, place_size):
+    """The places a question's probes scan. ``probes`` rows are (the vocabulary's attribute number,
+    lo, hi, bits, whether it is a point) per attribute of the query. Returns per probe: its
+    attribute's id here (-1: the table has none); its non-empty places, ``places[first[k] :
+    first[k + 1]]``: the interval place and the buckets whose value can pass (only the point's, for
+    a point or a CONTAINS question); their cells; and whether the point's bucket holds half of its
+    attribute's cells or more (a value nearly every entry shares). ``buckets`` as in ``_known_points``."""
+    n = len(probes)
+    ids = np.full(n, -1, np.int64)
+    room = 0
+    for k in range(n):
+        number = int(probes[k, 0])
+        if number < len(attribute_of_number) and attribute_of_number[number] >= 0:
+            ids[k] = attribute_of_number[number]
+            room += 1 + bucket_len[ids[k]]
+    places = np.empty(room, np.int64)
+    first = np.zeros(n + 1, np.int64)
+    cells = np.zeros(n, np.int64)
+    shared = np.zeros(n, np.bool_)
+    p = 0
+    for k in range(n):
+        first[k] = p
+        a = ids[k]
+        if a < 0:
+            continue
+        interval = interval_of[a]
+        if place_size[interval]:
+            places[p] = interval
+            p += 1
+            cells[k] += place_size[interval]
+        start, end = bucket_start[a], bucket_start[a] + bucket_len[a]
+        qlo, qhi, qbits, point = probes[k, 1], probes[k, 2], int(probes[k, 3]), probes[k, 4] != 0
+        if point:
+            b = _first_at_least(buckets, 0, start, end, qlo)
+            start, end = b, b + 1 if b < end and buckets[b, 0] == qlo else b
+        elif test == CONTAINS:  # no bucket's single value contains an interval
+            continue
+        else:
+            if qbits & LO_OPEN:
+                start = _first_above(buckets, 0, start, end, qlo)
+            else:
+                start = _first_at_least(buckets, 0, start, end, qlo)
+            if qbits & HI_OPEN:
+                end = _first_at_least(buckets, 0, start, end, qhi)
+            else:
+                end = _first_above(buckets, 0, start, end, qhi)
+        for b in range(start, end):
+            place = int(buckets[b, 1])
+            if place_size[place]:
+                places[p] = place
+                p += 1
+                cells[k] += place_size[place]
+                if point:
+                    shared[k] = 2 * place_size[place] >= _attribute_cells(a, interval_of, buckets, bucket_start,
+                                                                          bucket_len, place_size)
+    first[n] = p
+    return ids, places, first, cells, shared
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_segments(segments, n, place, both, lo, hi, bits, column_start, column_size, column_sorted, column_blocks,
+                  block_start):
+    """Append to ``segments`` (from row ``n``) the non-empty columns of ``place`` probed with a
+    query bound (its access column, or ``both``: and its other one), as
+    (start, size, lo, hi, bits, sorted, block0) (see ``_candidates``); returns the new count."""
+    for column in range(2 * place, 2 * place + 1 + both):
+        size = column_size[column]
+        if size:
+            ordered = column_sorted[column]
+            segments[n, 0], segments[n, 1], segments[n, 5] = column_start[column], size, ordered
+            segments[n, 2], segments[n, 3], segments[n, 4] = lo, hi, bits
+            segments[n, 6] = block_start[column_blocks[column]] if ordered else 0
+            n += 1
+    return n
+
+
 @njit(cache=True, nogil=True)
-def query(test, entry_side, slots, lo, hi, bits, segments, blocks, rows, row_start, row_len, unsat, bounds,
-          query_set, query_lo, query_hi, query_bits, marks, out_slots, out_flags):
+def ask(test, target, probes, attribute_of_number, interval_of, buckets, bucket_start, bucket_len,
+        place_size, column_start, column_size, column_sorted, column_blocks, block_start,
+        slots, lo, hi, bits, blocks, rows, row_start, row_len, unsat, row_width,
+        query_set, query_lo, query_hi, query_bits, marks, counts, flagged):
+    """The entries answering a question other than matching, in slot order, planned here from
+    the query's ``probes`` (see ``_probed_places``) and the table's places and columns.
+
+    ``target`` -1: an entry-side question (every attribute of an entry must be probed and pass):
+    the candidates are the access cells in every probed place. Else a query-side one: every one
+    of the ``target`` attributes of the query must be an entry's and pass, so a query attribute
+    the table lacks answers nothing; the candidates are the cells of the query's least common
+    attribute (a value nearly every entry shares counting as the most common), unless reading
+    every query attribute's cells costs less than visiting the candidates' rows of ``row_width``
+    lines on average (by bisection where that reads fewer): then every one is probed and
+    counted (``_counted``).
+
+    Returns (slots, their flags as ``_verified`` sets them, the cells of every probed place: the
+    work a counting matcher does, however few cells this reaches). ``marks``, ``counts`` and
+    ``flagged`` (per slot) and ``query_set`` (per attribute id) are scratch, all zero between calls.
+    """
+    ids, places, first, cells, shared = _probed_places(test, probes, attribute_of_number, interval_of, buckets,
+                                                       bucket_start, bucket_len, place_size)
+    known = 0
+    fewest = -1
+    for k in range(len(probes)):
+        if ids[k] >= 0:
+            known += 1
+            if fewest < 0 or shared[k] < shared[fewest] or (shared[k] == shared[fewest] and cells[k] < cells[fewest]):
+                fewest = k
+    bounds = np.empty((known, 4))
+    j = 0
+    for k in range(len(probes)):
+        if ids[k] >= 0:
+            bounds[j, 0], bounds[j, 1], bounds[j, 2], bounds[j, 3] = ids[k], probes[k, 1], probes[k, 2], probes[k, 3]
+            j += 1
+    entry_side = target < 0
+    counting = False
+    probed = np.zeros(len(probes), np.bool_)  # the probes whose places give segments
+    if entry_side:
+        probed[:] = ids >= 0
+    elif known and known == len(probes):
+        verify_cost = cells[fewest] * min(row_width, known * np.log2(2 + row_width))
+        counting = cells.sum() < verify_cost
+        if counting:
+            probed[:] = True
+        else:
+            probed[fewest] = True
+    segments = np.empty((2 * len(places), 7))
+    n = 0
+    for k in range(len(probes)):
+        if probed[k]:
+            for p in range(first[k], first[k + 1]):
+                n = _add_segments(segments, n, places[p], not entry_side, probes[k, 1], probes[k, 2],
+                                  int(probes[k, 3]), column_start, column_size, column_sorted, column_blocks,
+                                  block_start)
+    segments = segments[:n]
+    room = cells[fewest] if counting else int(segments[:, 1].sum())
+    out_slots = np.empty(room, np.int64)
+    out_flags = np.empty(room, np.bool_)
+    if room == 0:
+        return out_slots, out_flags, cells.sum()
+    if counting:
+        found = _counted(test, slots, lo, hi, bits, segments, target, unsat, counts, flagged, marks, out_slots,
+                         out_flags)
+    else:
+        found = _verified(test, entry_side, slots, lo, hi, bits, segments, blocks, rows, row_start, row_len, unsat,
+                          bounds, query_set, query_lo, query_hi, query_bits, marks, out_slots, out_flags)
+    return out_slots[:found], out_flags[:found], cells.sum()
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _verified(test, entry_side, slots, lo, hi, bits, segments, blocks, rows, row_start, row_len, unsat, bounds,
+              query_set, query_lo, query_hi, query_bits, marks, out_slots, out_flags):
     """Probe the segments, verify candidates; returns how many slots were written to ``out_slots``,
     in slot order.
 
@@ -236,13 +406,13 @@ def query(test, entry_side, slots, lo, hi, bits, segments, blocks, rows, row_sta
     return found
 
 
-@njit(cache=True, nogil=True)
-def count_query(test, slots, lo, hi, bits, segments, n_query, unsat, counts, flagged, marks, out_slots, out_flags):
+@njit(cache=True, nogil=True, inline="always")
+def _counted(test, slots, lo, hi, bits, segments, n_query, unsat, counts, flagged, marks, out_slots, out_flags):
     """A query-side question answered by counting instead of verifying rows (for tables of
     wide entries, whose rows are long and far apart): ``segments`` hold every probed column
     segment of every query attribute, and an entry answers when its cells pass in
     ``n_query`` of them (an entry has at most one cell per attribute). Returns how many slots
-    were written to ``out_slots``, in slot order, with ``out_flags`` as in ``query``.
+    were written to ``out_slots``, in slot order, with ``out_flags`` as in ``_verified``.
     ``counts`` and ``flagged`` (per slot) are scratch, all zero between calls."""
     for p in range(len(segments)):
         start, size = int(segments[p, 0]), int(segments[p, 1])
@@ -303,12 +473,12 @@ def _known_points(points, attribute_of_number, interval_of, buckets, bucket_star
 def _match_plan(points, place_size, column_start, column_size, column_sorted, column_blocks, block_start):
     """A publication's probes: ``points`` rows are (attribute id, value's code, interval place,
     bucket place or -1) of its attributes the table knows (see ``index_storage._Columns``). Returns
-    the access columns' segments (the rows ``IndexStorage._segment`` makes), the bounds (one point per
+    the access columns' segments (rows as ``_add_segments`` makes them), the bounds (one point per
     attribute), how many cells the probed places hold (the work counted) and how many
     candidates the segments can give."""
     segments = np.empty((2 * len(points), 7))
     bounds = np.empty((len(points), 4))
-    n, cells, candidates = 0, 0, 0
+    n, cells = 0, 0
     for k in range(len(points)):
         code = points[k, 1]
         bounds[k, 0], bounds[k, 1], bounds[k, 2], bounds[k, 3] = points[k, 0], code, code, 0.0
@@ -317,16 +487,9 @@ def _match_plan(points, place_size, column_start, column_size, column_sorted, co
             if place < 0 or not place_size[place]:
                 continue
             cells += place_size[place]
-            column = 2 * place  # its access cells
-            size = column_size[column]
-            if size:
-                ordered = column_sorted[column]
-                segments[n, 0], segments[n, 1], segments[n, 5] = column_start[column], size, ordered
-                segments[n, 2], segments[n, 3], segments[n, 4] = code, code, 0.0
-                segments[n, 6] = block_start[column_blocks[column]] if ordered else 0
-                n += 1
-                candidates += size
-    return segments[:n], bounds, cells, candidates
+            n = _add_segments(segments, n, place, False, code, code, 0, column_start, column_size, column_sorted,
+                              column_blocks, block_start)
+    return segments[:n], bounds, cells, int(segments[:n, 1].sum())
 
 
 @njit(cache=True, nogil=True)
