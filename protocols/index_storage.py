@@ -232,15 +232,24 @@ class _Lines:
 
     def __init__(self, width: int = 3, dtype=np.float64, capacity: int = 64) -> None:
         self.width = width
-        self.flat = np.zeros(width * capacity, dtype)
+        self._hold(np.zeros(width * capacity, dtype))
         self.used = 0
         self.garbage = 0
         self.start = np.zeros(8, np.int64)
         self.length = np.zeros(8, np.int64)
 
-    @property
-    def lines(self) -> np.ndarray:
-        return self.flat.reshape(-1, self.width)  # a view (kept out of the state: pickling would copy it)
+    def _hold(self, flat: np.ndarray) -> None:
+        """Keep the lines in ``flat``, and ``lines``, a view of it as rows (made once: every kernel
+        call reads it)."""
+        self.flat = flat
+        self.lines = flat.reshape(-1, self.width)
+
+    def __getstate__(self) -> dict:  # without the view (pickled, it would be a copy)
+        return {name: value for name, value in self.__dict__.items() if name != "lines"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._hold(self.flat)
 
     def grow_slots(self, size: int) -> None:
         self.start = _grown(self.start, size, len(self.start))
@@ -255,7 +264,7 @@ class _Lines:
             if self.garbage > self.used // 2:
                 self._compact()
             if width * (self.used + count) > len(self.flat):
-                self.flat = _grown(self.flat, max(2 * len(self.flat), width * (self.used + count)), width * self.used)
+                self._hold(_grown(self.flat, max(2 * len(self.flat), width * (self.used + count)), width * self.used))
         self.start[slot], self.length[slot] = self.used, count
         self.flat[width * self.used : width * (self.used + count)] = flat_lines
         self.used += count
@@ -271,8 +280,9 @@ class _Lines:
         starts = np.cumsum(lengths) - lengths
         lines = np.repeat(self.start[live] - starts, lengths) + np.arange(lengths.sum())
         kept = self.lines[lines].ravel()
-        self.flat = np.zeros(max(len(self.flat), 2 * len(kept)), self.flat.dtype)
-        self.flat[: len(kept)] = kept
+        flat = np.zeros(max(len(self.flat), 2 * len(kept)), self.flat.dtype)
+        flat[: len(kept)] = kept
+        self._hold(flat)
         self.start[live] = starts
         self.used, self.garbage = len(lines), 0
 
