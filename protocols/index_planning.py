@@ -59,14 +59,13 @@ class QueryEngine(IndexStorage):
         """``slots`` but those flagged in ``recheck`` (per slot, or True: all) that fail ``exact``."""
         if recheck is False:
             return slots
-        positions = np.flatnonzero(recheck) if recheck is not True else range(len(slots))
-        if not len(positions):
+        if recheck is True:
+            positions, rechecked = range(len(slots)), slots.tolist()
+        else:
+            flagged = recheck.nonzero()[0]
+            positions, rechecked = flagged.tolist(), slots[flagged].tolist()
+        if not positions:
             return slots
         self.work.residual_checks += len(positions)
-        keep = None
-        for position in positions:
-            if not exact(int(slots[position])):
-                if keep is None:
-                    keep = np.ones(len(slots), bool)
-                keep[position] = False
-        return slots if keep is None else slots[keep]
+        failed = [position for position, slot in zip(positions, rechecked) if not exact(slot)]
+        return np.delete(slots, failed) if failed else slots
