@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from protocols import index as index_module
 from protocols.index import FilterIndex, Vocabulary
 from protocols.index_storage import COMPACT_FROM
-from protocols.language import covers, intersects, matches, parse_filter, parse_publication
+from protocols.language import covers, intersects, matches, parse_filter, parse_publication, unsatisfiable
 
 from .strategies import any_filters, hot_filters, narrow_filters, publications, wide_filters
 
@@ -226,6 +226,45 @@ def test_work_counters_grow_with_table_size():
     large.matching(pub)
     assert small.work.match_predicates == 10 and large.work.match_predicates == 1000
     assert large.work.match_entries == 1000 and large.work.match_queries == 1
+
+
+def _cells_probed(entries, query, contains: bool) -> int:
+    """The work a question about conjunction ``query`` counts, by its definition: per query
+    attribute, the entries' cells there that are intervals, plus their equality cells whose
+    value the query's interval holds (only the query's own value, for a point or a covering
+    question: no single value contains an interval)."""
+    cells = 0
+    for attr, q in query.constraints.items():
+        for part in (part for f in entries for part in f.disjuncts):
+            c = part.constraints.get(attr)
+            if c is None or c.type != q.type:
+                continue
+            if c.point is None:
+                cells += 1
+            elif q.point is not None or contains:
+                cells += c.point == q.point
+            else:
+                cells += q.contains(c.point)
+    return cells
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(any_filters(), min_size=1, max_size=30), any_filters())
+def test_each_question_counts_the_cells_of_the_places_it_probes(entries, query):
+    """What the cost model charges for (``Work``), which the index's shortcuts must not change."""
+    index = _table(entries)
+    satisfiable = [d for d in query.disjuncts if not unsatisfiable(d)]
+    index.covering(query)
+    assert index.work.cover_predicates == sum(_cells_probed(entries, d, True) for d in satisfiable)
+    index.work.reset()
+    index.covered_by(query)
+    assert index.work.cover_predicates == sum(_cells_probed(entries, d, False) for d in query.disjuncts)
+    index.work.reset()
+    index.intersecting(query)
+    assert index.work.match_predicates == sum(_cells_probed(entries, d, False) for d in satisfiable)
+    index.work.reset()
+    index.intersected_by(query)
+    assert index.work.match_predicates == sum(_cells_probed(entries, d, False) for d in query.disjuncts)
 
 
 def test_answers_stay_exact_when_string_codes_are_renumbered():
