@@ -33,8 +33,8 @@ class QueryEngine(IndexStorage):
             test, -1 if target is None else target, probes.rows, self._attribute_of_number, self._interval_of,
             buckets.lines, buckets.start, buckets.length, *self._columns.views, self._blocks.start,
             arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines, rows.lines, rows.start, rows.length,
-            self._unsat, 0.0 if target is None else self._row_width(), self._query_set, self._query_lo, self._query_hi, self._query_bits,
-            self._slot_marks, self._slot_counts, self._slot_flagged,
+            self._unsat, 0.0 if target is None else self._row_width(), self._query_set, self._query_lo,
+            self._query_hi, self._query_bits, self._slot_marks, self._slot_counts, self._slot_flagged,
         )
         self._count(family, cells)
         return slots, flags

@@ -269,6 +269,13 @@ class _Lines:
         self.flat[width * self.used : width * (self.used + count)] = flat_lines
         self.used += count
 
+    def insert(self, slot: int, i: int, line: tuple) -> None:
+        """Give ``slot`` the line ``line`` before its line ``i``."""
+        start, length = self.start[slot], self.length[slot]
+        flat, width = self.flat, self.width
+        split = width * (start + i)
+        self.store(slot, np.concatenate((flat[width * start : split], line, flat[split : width * (start + length)])))
+
     def release(self, slot: int) -> None:
         self.garbage += self.length[slot]
         self.length[slot] = 0
@@ -436,10 +443,10 @@ class IndexStorage:
         self.vocabulary = vocabulary if vocabulary is not None else PROCESS_VOCABULARY
         self._encoded_version = self.vocabulary.version  # the codes its cells hold
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
-        # for ``kernels.match``: per attribute number of the vocabulary, the attribute's id here
-        # (-1: none); per attribute id, its interval place, and its buckets' lines (code, place)
-        # in code order, laid out when the table next matches (tables that never match, such
-        # as covering's, never lay them out)
+        # for the kernels' questions: per attribute number of the vocabulary, the attribute's id
+        # here (-1: none); per attribute id, its interval place, and its buckets' lines (code,
+        # place) in code order, a line inserted with each new bucket; the attributes whose codes
+        # changed (strings renumbered) are laid out again whole before the next question
         self._attribute_of_number = np.full(8, -1, np.int64)
         self._interval_of = np.zeros(8, np.int64)
         self._buckets = _Lines(2)
@@ -671,8 +678,8 @@ class IndexStorage:
         self._interval_of[attribute.id] = attribute.interval
 
     def _lay_out_buckets(self) -> None:
-        """The lines (code, place) of the buckets of attributes that gained one or whose codes
-        changed, in value order (that is code order)."""
+        """The lines (code, place) of the buckets of the attributes whose codes changed, in value
+        order (that is code order)."""
         encode = self.vocabulary._encode
         for attribute in self._stale_buckets:
             type_ = NUMERIC if attribute.numeric else STRING
@@ -687,8 +694,14 @@ class IndexStorage:
         bucket = attribute.buckets.get(point)
         if bucket is None:
             bucket = attribute.buckets[point] = self._columns.new_place(attribute)
-            bisect.insort(attribute.values, point)
-            self._stale_buckets[attribute] = None
+            values = attribute.values
+            i = bisect.bisect_left(values, point)
+            values.insert(i, point)
+            # (a stale attribute, or every string one after a renumbering, is laid out whole
+            # before the next question)
+            if attribute not in self._stale_buckets:
+                code = self.vocabulary._encode(point, NUMERIC if attribute.numeric else STRING)
+                self._buckets.insert(attribute.id, i, (code, bucket))
         return bucket
 
     def _append_row(self, slot: int, row_columns: array.array) -> np.ndarray:
