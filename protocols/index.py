@@ -214,4 +214,4 @@ def _overlaps_hold(adv: Filter, sub: Filter) -> bool:
 
 
 def _has_residual(f: Filter) -> bool:
-    return any(c.residual for c in f.constraints.values())
+    return bool(f.residual_constraints)

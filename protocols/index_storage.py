@@ -565,7 +565,6 @@ class IndexStorage:
         constraints = f.constraints
         places, row = [], []
         access = rank = None
-        empty = False
         for c in constraints.values():
             if c.type == STRING:  # a renumbering here re-encodes the cells before the next query
                 for word in (c.lo, c.hi):
@@ -585,9 +584,9 @@ class IndexStorage:
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank
             attribute.cells += 1  # (the cell itself goes into its column below)
-            empty |= c.empty
             row += (lo, hi, attribute.id * 8 + bits)
-        residual = self._residual_constraints[slot] = tuple((a, c) for a, c in constraints.items() if c.residual)
+        residual = self._residual_constraints[slot] = f.residual_constraints
+        empty = f.unsatisfiable
         self._residual[slot], self._unsat[slot] = bool(residual), empty
         if empty:
             self._unsat_slots.add(slot)

@@ -104,6 +104,11 @@ class Filter:
         return all(any(c.empty for c in d.constraints.values()) for d in self.disjuncts)
 
     @cached_property
+    def residual_constraints(self) -> tuple[tuple[str, "Constraint"], ...]:
+        """A conjunction's (attribute, Constraint) pairs with residual conditions, in its order."""
+        return tuple((attr, c) for attr, c in self.constraints.items() if c.residual)
+
+    @cached_property
     def by_attribute(self) -> dict[str, tuple[Predicate, ...]]:
         """A conjunction's predicates grouped by attribute (for ``conforms``: a publication
         names a few of a wide advertisement's attributes)."""
@@ -114,7 +119,7 @@ class Filter:
 
     def __getstate__(self) -> dict:  # without what is rebuilt cheaply, and a routing table's cache
         return {name: value for name, value in self.__dict__.items()
-                if name not in ("by_attribute", "unsatisfiable", "encoded")}
+                if name not in ("by_attribute", "unsatisfiable", "residual_constraints", "encoded")}
 
     def __str__(self) -> str:
         if self.alternatives:
