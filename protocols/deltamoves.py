@@ -88,6 +88,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .broker import Route, _SentSubscriptions
+from .index import PROCESS_VOCABULARY
 from .messages import Message
 
 
@@ -366,8 +367,9 @@ class DeltaMoves:
 
     def _snapshot(self):
         move, self.move = self.move, None
-        # work is charged to this broker; the rest is replaced, never changed in place
-        shared = [self.work, self.overlay, self.move_specs, self.zone_moves, self.view]
+        # work is charged to this broker; the rest is replaced, never changed in place; the
+        # tables' vocabulary only grows, and a table re-encodes what its changes touch
+        shared = [self.work, self.overlay, self.move_specs, self.zone_moves, self.view, PROCESS_VOCABULARY]
         if self.anchored:
             shared += [self._first_hop, self._anchor_of]
         try:

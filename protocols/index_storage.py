@@ -25,6 +25,7 @@ from .language import (
 Key = Hashable
 SORTED_COLUMN = 2048  # cells from which a numeric interval column is kept sorted by lower bound
 COMPACT_FROM = 4096  # arena cells from which a table that shrank to an eighth of them is compacted
+LAID_OUT_FROM = 256  # bucket values from which an attribute's lines are laid out whole, not kept line by line
 _GAP = 1024.0
 NO_GROUP = -2  # a slot's group when it has none (group -1: a routing table's local entries)
 
@@ -84,8 +85,12 @@ class Vocabulary:
         global _GENERATIONS
         self.__dict__.update(state)
         self.__dict__.setdefault("attribute_numbers", {})  # (a checkpoint written before they were numbered)
-        # unpickled from another process: this process's generations must not meet its own again
+        # a copy (from a checkpoint, or ``copy.deepcopy``) numbers attributes apart from its original,
+        # so it takes a generation of its own, one no vocabulary of this process had: an encoding
+        # cached under a generation holds one vocabulary's attribute numbers. Past its own: the
+        # process it came from may have counted further than this one.
         _GENERATIONS = itertools.count(max(next(_GENERATIONS), self.generation + 1))
+        self.generation = next(_GENERATIONS)
 
     def _between(self, i: int) -> float:
         if not self.words:
@@ -696,9 +701,12 @@ class IndexStorage:
             values = attribute.values
             i = bisect.bisect_left(values, point)
             values.insert(i, point)
-            # (a stale attribute, or every string one after a renumbering, is laid out whole
-            # before the next question)
-            if attribute not in self._stale_buckets:
+            # kept in order line by line while it is short; a long one (or a stale one, or every
+            # string one after a renumbering) is laid out whole before the next question: many
+            # values added at once would be copied as many times
+            if len(values) > LAID_OUT_FROM:
+                self._stale_buckets[attribute] = None
+            elif attribute not in self._stale_buckets:
                 code = self.vocabulary._encode(point, NUMERIC if attribute.numeric else STRING)
                 self._buckets.insert(attribute.id, i, (code, bucket))
         return bucket

@@ -228,13 +228,15 @@ def _attribute_cells(a, interval_of, buckets, bucket_start, bucket_len, place_si
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _probed_places(test, probes, attribute_of_number, interval_of, buckets, bucket_start, bucket_len, place_size):
+def _probed_places(test, probes, attribute_of_number, interval_of, buckets, bucket_start, bucket_len, place_size,
+                   rank):
     """The places a question's probes scan. ``probes`` rows are (the vocabulary's attribute number,
     lo, hi, bits, whether it is a point) per attribute of the query. Returns per probe: its
     attribute's id here (-1: the table has none); its non-empty places, ``places[first[k] :
     first[k + 1]]``: the interval place and the buckets whose value can pass (only the point's, for
-    a point or a CONTAINS question); their cells; and whether the point's bucket holds half of its
-    attribute's cells or more (a value nearly every entry shares). ``buckets`` as in ``_known_points``."""
+    a point or a CONTAINS question); their cells; and (``rank``: for a query-side question, which
+    ranks its attributes) whether the point's bucket holds half of its attribute's cells or more
+    (a value nearly every entry shares). ``buckets`` as in ``_known_points``."""
     n = len(probes)
     ids = np.full(n, -1, np.int64)
     room = 0
@@ -280,7 +282,7 @@ def _probed_places(test, probes, attribute_of_number, interval_of, buckets, buck
                 places[p] = place
                 p += 1
                 cells[k] += place_size[place]
-                if point:
+                if point and rank:
                     shared[k] = 2 * place_size[place] >= _attribute_cells(a, interval_of, buckets, bucket_start,
                                                                           bucket_len, place_size)
     first[n] = p
@@ -326,7 +328,7 @@ def ask(test, target, probes, attribute_of_number, interval_of, buckets, bucket_
     ``flagged`` (per slot) and ``query_set`` (per attribute id) are scratch, all zero between calls.
     """
     ids, places, first, cells, shared = _probed_places(test, probes, attribute_of_number, interval_of, buckets,
-                                                       bucket_start, bucket_len, place_size)
+                                                       bucket_start, bucket_len, place_size, target >= 0)
     known = 0
     fewest = -1
     for k in range(len(probes)):

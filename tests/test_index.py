@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from protocols import index as index_module
 from protocols.index import FilterIndex, Vocabulary
-from protocols.index_storage import COMPACT_FROM
+from protocols.index_storage import COMPACT_FROM, LAID_OUT_FROM
 from protocols.language import covers, intersects, matches, parse_filter, parse_publication, unsatisfiable
 
 from .strategies import any_filters, hot_filters, narrow_filters, publications, wide_filters
@@ -162,13 +162,29 @@ def test_cached_encodings_do_not_travel_between_processes():
     assert pickle.loads(pickle.dumps(f)).encoded is None
 
 
-def test_generations_after_an_unpickled_vocabulary_never_meet_its_own():
-    """A vocabulary from another process (a checkpoint) keeps its generation, under which nothing
-    here is cached; every generation given here after it is a later one."""
+def test_an_unpickled_vocabulary_takes_a_generation_no_other_had_or_will_have():
+    """A vocabulary from another process (a checkpoint) may carry a generation this process gave
+    already, or will give: it takes one of its own, and every generation given after it is a later one."""
     elsewhere = Vocabulary()
     elsewhere.generation += 10**6  # as a long-running process would have numbered it
     restored = pickle.loads(pickle.dumps(elsewhere))
-    assert restored.generation == elsewhere.generation < Vocabulary().generation
+    assert elsewhere.generation < restored.generation < Vocabulary().generation
+    here = Vocabulary()
+    assert pickle.loads(pickle.dumps(here)).generation > here.generation
+
+
+def test_a_message_asked_of_tables_of_two_vocabularies_is_encoded_for_each():
+    """Two vocabularies (a table restored from a checkpoint, a copy) number attributes apart: an
+    encoding cached under one must not serve the other (found by a review: ``[]`` for ``["kb"]``)."""
+    first = Vocabulary()
+    second = pickle.loads(pickle.dumps(first))
+    one, other = FilterIndex(vocabulary=first), FilterIndex(vocabulary=second)
+    one.add("ka", parse_filter("[x,>,0]"))
+    other.add("kb", parse_filter("[y,>,0]"))  # y: number 1 in the first vocabulary, 0 in the second
+    one.add("ka2", parse_filter("[y,<,0]"))
+    query, pub = parse_filter("[y,>,1]"), parse_publication("[y,5]")
+    assert one.intersecting(query) == [] and other.intersecting(query) == ["kb"]
+    assert one.matching(pub) == [] and other.matching(pub) == ["kb"]
 
 
 @settings(max_examples=100, deadline=None)
@@ -265,6 +281,27 @@ def test_each_question_counts_the_cells_of_the_places_it_probes(entries, query):
     index.work.reset()
     index.intersected_by(query)
     assert index.work.match_predicates == sum(_cells_probed(entries, d, False) for d in query.disjuncts)
+
+
+def test_an_attribute_of_many_equality_values_answers_exactly_as_they_arrive():
+    """Its bucket lines are kept in order one by one while short, then laid out whole before a
+    question (``LAID_OUT_FROM``): both must give the buckets in value order."""
+    rng = random.Random(7)
+    values = list(range(3 * LAID_OUT_FROM))
+    rng.shuffle(values)
+    index, entries = FilterIndex(), {}
+    for k, value in enumerate(values):
+        entries[k] = parse_filter(f"[v,=,{value}]" if k % 5 else f"[v,>,{value}],[v,<,{value + 40}]")
+        index.add(k, entries[k])
+        if k % 37 == 0:
+            low = rng.randrange(3 * LAID_OUT_FROM)
+            query = parse_filter(f"[v,>=,{low}],[v,<,{low + 60}]")
+            pub = parse_publication(f"[v,{low}]")
+            assert index.covered_by(query) == [key for key, f in entries.items() if covers(query, f)]
+            assert index.intersecting(query) == [key for key, f in entries.items() if intersects(f, query)]
+            assert index.matching(pub) == [key for key, f in entries.items() if matches(f, pub)]
+            assert index.is_covered(parse_filter(f"[v,=,{low}]")) == any(
+                covers(f, parse_filter(f"[v,=,{low}]")) for f in entries.values())
 
 
 def test_answers_stay_exact_when_string_codes_are_renumbered():
