@@ -450,8 +450,8 @@ class IndexStorage:
         self._attributes: dict[tuple[str, str], _Attribute] = {}  # by (attr, type)
         # for the kernels' questions: per attribute number of the vocabulary, the attribute's id
         # here (-1: none); per attribute id, its interval place, and its buckets' lines (code,
-        # place) in code order, a line inserted with each new bucket; the attributes whose codes
-        # changed (strings renumbered) are laid out again whole before the next question
+        # place) in code order: a new bucket's line inserted while its attribute has few (``_place``),
+        # the stale attributes (many values, or codes changed) laid out again whole before the next question
         self._attribute_of_number = np.full(8, -1, np.int64)
         self._interval_of = np.zeros(8, np.int64)
         self._buckets = _Lines(2)
@@ -682,8 +682,8 @@ class IndexStorage:
         self._interval_of[attribute.id] = attribute.interval
 
     def _lay_out_buckets(self) -> None:
-        """The lines (code, place) of the buckets of the attributes whose codes changed, in value
-        order (that is code order)."""
+        """The lines (code, place) of the buckets of the stale attributes (whose codes changed, or
+        too many values to keep line by line), in value order (that is code order)."""
         encode = self.vocabulary._encode
         for attribute in self._stale_buckets:
             type_ = NUMERIC if attribute.numeric else STRING
