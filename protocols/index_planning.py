@@ -57,8 +57,6 @@ class QueryEngine(IndexStorage):
 
     def _exact(self, slots: np.ndarray, recheck, exact: Callable[[int], bool]) -> np.ndarray:
         """``slots`` but those flagged in ``recheck`` (per slot, or True: all) that fail ``exact``."""
-        if recheck is False:
-            return slots
         if recheck is True:
             positions, rechecked = range(len(slots)), slots.tolist()
         else:

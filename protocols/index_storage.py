@@ -684,12 +684,15 @@ class IndexStorage:
     def _lay_out_buckets(self) -> None:
         """The lines (code, place) of the buckets of the stale attributes (whose codes changed, or
         too many values to keep line by line), in value order (that is code order)."""
-        encode = self.vocabulary._encode
         for attribute in self._stale_buckets:
-            type_ = NUMERIC if attribute.numeric else STRING
+            buckets = attribute.buckets
             self._buckets.store(attribute.id, [x for value in attribute.values
-                                               for x in (encode(value, type_), attribute.buckets[value])])
+                                               for x in (self._bucket_code(attribute, value), buckets[value])])
         self._stale_buckets.clear()
+
+    def _bucket_code(self, attribute: _Attribute, value) -> float:
+        """The code of ``attribute``'s equality value ``value`` (its bucket's line is ordered by it)."""
+        return self.vocabulary._encode(value, NUMERIC if attribute.numeric else STRING)
 
     def _place(self, attribute: _Attribute, point) -> int:
         """The place of a constraint of ``attribute`` with this equality value (None: an interval)."""
@@ -707,8 +710,7 @@ class IndexStorage:
             if len(values) > LAID_OUT_FROM:
                 self._stale_buckets[attribute] = None
             elif attribute not in self._stale_buckets:
-                code = self.vocabulary._encode(point, NUMERIC if attribute.numeric else STRING)
-                self._buckets.insert(attribute.id, i, (code, bucket))
+                self._buckets.insert(attribute.id, i, (self._bucket_code(attribute, point), bucket))
         return bucket
 
     def _append_row(self, slot: int, row_columns: array.array) -> np.ndarray:

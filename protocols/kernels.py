@@ -219,6 +219,19 @@ def _first_above(lines, column, first, end, value):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _attribute_id(attribute_of_number, number):
+    """The table's id of the vocabulary's attribute ``number`` (-1: the table has none)."""
+    return attribute_of_number[number] if number < len(attribute_of_number) else -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bucket_line(buckets, start, end, code):
+    """The line of ``buckets[start:end]`` (ordered by code) whose value has ``code``, or -1."""
+    b = _first_at_least(buckets, 0, start, end, code)
+    return b if b < end and buckets[b, 0] == code else -1
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _attribute_cells(a, interval_of, buckets, bucket_start, bucket_len, place_size):
     """The cells of attribute id ``a`` in all its places."""
     cells = place_size[interval_of[a]]
@@ -241,9 +254,8 @@ def _probed_places(test, probes, attribute_of_number, interval_of, buckets, buck
     ids = np.full(n, -1, np.int64)
     room = 0
     for k in range(n):
-        number = int(probes[k, 0])
-        if number < len(attribute_of_number) and attribute_of_number[number] >= 0:
-            ids[k] = attribute_of_number[number]
+        ids[k] = _attribute_id(attribute_of_number, int(probes[k, 0]))
+        if ids[k] >= 0:
             room += 1 + bucket_len[ids[k]]
     places = np.empty(room, np.int64)
     first = np.zeros(n + 1, np.int64)
@@ -263,8 +275,8 @@ def _probed_places(test, probes, attribute_of_number, interval_of, buckets, buck
         start, end = bucket_start[a], bucket_start[a] + bucket_len[a]
         qlo, qhi, qbits, point = probes[k, 1], probes[k, 2], int(probes[k, 3]), probes[k, 4] != 0
         if point:
-            b = _first_at_least(buckets, 0, start, end, qlo)
-            start, end = b, b + 1 if b < end and buckets[b, 0] == qlo else b
+            b = _bucket_line(buckets, start, end, qlo)
+            start, end = (b, b + 1) if b >= 0 else (start, start)
         elif test == CONTAINS:  # no bucket's single value contains an interval
             continue
         else:
@@ -457,16 +469,13 @@ def _known_points(points, attribute_of_number, interval_of, buckets, bucket_star
     known = np.empty((len(points), 4))
     k = 0
     for p in range(len(points)):
-        number = int(points[p, 0])
-        if number >= len(attribute_of_number) or attribute_of_number[number] < 0:
+        a = _attribute_id(attribute_of_number, int(points[p, 0]))
+        if a < 0:
             continue
-        a = attribute_of_number[number]
         code = points[p, 1]
-        end = bucket_start[a] + bucket_len[a]
-        first = _first_at_least(buckets, 0, bucket_start[a], end, code)
-        found = first < end and buckets[first, 0] == code
+        b = _bucket_line(buckets, bucket_start[a], bucket_start[a] + bucket_len[a], code)
         known[k, 0], known[k, 1], known[k, 2] = a, code, interval_of[a]
-        known[k, 3] = buckets[first, 1] if found else -1.0
+        known[k, 3] = buckets[b, 1] if b >= 0 else -1.0
         k += 1
     return known[:k]
 
