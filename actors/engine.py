@@ -380,6 +380,8 @@ class Engine:
             for publication, sub_ids, clients in done.deliveries:
                 self.writer.extend_run("deliveries", len(sub_ids), (
                     publication.id, sub_ids, clients, name, publication.t_pub, t, publication.hops))
+                self.writer.append("delivery_groups", publication.id, name, publication.t_pub, t, publication.hops,
+                                   len(sub_ids))
         for destination, message in done.sends:
             self._send(server, destination, message, t, done.origin)
         self._move_clients(server, done.client_moves, t)

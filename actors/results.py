@@ -35,6 +35,13 @@ SCHEMAS = {
         ("pub_id", pa.string()), ("sub_id", pa.string()), ("client", pa.string()), ("broker", pa.string()),
         ("t_pub_us", pa.int64()), ("t_deliver_us", pa.int64()), ("hops", pa.int32()),
     ]),
+    # the deliveries counted per publication, broker, time and hops, written as they are made: an
+    # analysis reads these rows, tens of millions at the papers' sizes, not billions of deliveries
+    # (a key may have more than one row: two services at one broker can end at the same time)
+    "delivery_groups": pa.schema([
+        ("pub_id", pa.string()), ("broker", pa.string()), ("t_pub_us", pa.int64()), ("t_deliver_us", pa.int64()),
+        ("hops", pa.int32()), ("deliveries", pa.int32()),
+    ]),
     "samples": pa.schema([
         ("t_us", pa.int64()), ("broker", pa.string()), ("queue_len", pa.int32()), ("prt_size", pa.int32()),
         ("srt_size", pa.int32()), ("busy_us", pa.int64()),
@@ -60,18 +67,7 @@ SCHEMAS = {
     ]),
 }
 PROTOCOL_SAMPLE_COLUMNS = ("preserved", "window_entries", "window_bytes", "soft_links", "gainful_peers", "trace_state")
-STREAMED = ("messages", "deliveries", "samples", "events", "in_flight")
-KEY_COLUMNS = {
-    "messages": ["broker", "t_arrive_us", "sender", "kind", "msg_id"],
-    "deliveries": ["pub_id", "sub_id"],
-    "samples": ["t_us", "broker"],
-    "events": ["t_us", "broker", "kind", "detail"],
-    "in_flight": ["broker", "t_arrive_us", "sender", "kind", "msg_id"],
-    "brokers": ["broker"],
-    "links": ["a", "b"],
-    "covering_sets": ["t_us", "broker"],
-}
-
+STREAMED = ("messages", "deliveries", "delivery_groups", "samples", "events", "in_flight")
 
 def has_table(run_dir, table: str) -> bool:
     """Whether a run directory holds any complete part file of ``table``."""

@@ -147,8 +147,9 @@ def with_derived(t: dict, width) -> dict:
     and ``deliveries`` (the biggest) once more instead of once per metric:
     ``publishers`` (run, pub_id, publisher_broker): where each publication entered the overlay;
     ``delivery_groups`` (run, pub_id, broker, t_pub_us, t_deliver_us, hops, n): the deliveries
-    counted per publication, broker and time (a broker delivers a publication to all its
-    matching subscribers at once, so a publication matching many there is one row);
+    counted per publication, broker and time (``runs.read_tables`` reads them: a broker delivers
+    a publication to all its matching subscribers at once, so a publication matching many there
+    is one row; a key may have several, each metric adds them up);
     ``message_counts``: per run, broker, kind, origin (``from_client``) and time bucket of
     arrival, the messages arrived, processed, dropped, triggered (``triggered_by`` set: their items,
     and ``triggered_messages``: the messages) and their items (a batch counts its content), the
@@ -168,9 +169,8 @@ def with_derived(t: dict, width) -> dict:
         F.max("queue_len").alias("max_queue"),
         F.min("t_arrive_us").alias("first_us"),
     )
-    groups = t["deliveries"].groupBy("run", "pub_id", "broker", "t_pub_us", "t_deliver_us", "hops").agg(
-        F.count(F.lit(1)).alias("n"))
-    return {**t, "publishers": publishers.cache(), "message_counts": counts.cache(), "delivery_groups": groups.cache()}
+    return {**t, "publishers": publishers.cache(), "message_counts": counts.cache(),
+            "delivery_groups": t["delivery_groups"].cache()}
 
 
 def delay_by_pair(t: dict, runs) -> DataFrame:

@@ -34,6 +34,9 @@ TABLES = {
     "covering_sets": "t_us bigint, broker string, entries int, wst_anchors int, covering_set_size int, "
                      "publications int, predicate_evaluations bigint, evaluations_per_publication double",
 }
+# The emulator's deliveries counted per publication, broker, time and hops (runs written before
+# it have none: their deliveries are grouped instead, see ``_delivery_groups``).
+GROUPS = "pub_id string, broker string, t_pub_us bigint, t_deliver_us bigint, hops int, deliveries int"
 # Nullable columns protocols add; a run without them reads them as null.
 PROTOCOL_COLUMNS = {
     "messages": {"cause": "string", "batch_size": "int", "triggered_by": "string", "origin": "bigint"},
@@ -169,7 +172,27 @@ def read_tables(spark, runs: list[Run]) -> dict:
             if column not in frame.columns:
                 frame = frame.withColumn(column, F.lit(None).cast(kind))
         tables[table] = frame
+    tables["delivery_groups"] = _delivery_groups(spark, runs)
     return tables
+
+
+def _delivery_groups(spark, runs: list[Run]):
+    """(run, pub_id, broker, t_pub_us, t_deliver_us, hops, n): the deliveries counted per
+    publication, broker, time and hops, inside each run's window. A run's own
+    ``delivery_groups`` table where it has one; the deliveries of the others (written before
+    the emulator wrote it) grouped, which at a paper's size is most of an analysis's time
+    (bench/RESULTS.md). A key may have more than one row: the metrics add them up."""
+    from pyspark.sql import functions as F
+
+    keys = ["run", "pub_id", "broker", "t_pub_us", "t_deliver_us", "hops"]
+    written = [run for run in runs if has_table(run.path, "delivery_groups")]
+    groups = (_measured(_read_runs(spark, written, "delivery_groups", GROUPS), "delivery_groups")
+              .select(*keys, F.col("deliveries").cast("bigint").alias("n")))
+    older = [run for run in runs if run not in written]
+    if not older:
+        return groups
+    deliveries = _measured(_read_runs(spark, older, "deliveries", TABLES["deliveries"]), "deliveries")
+    return groups.unionByName(deliveries.groupBy(*keys).agg(F.count(F.lit(1)).alias("n")))
 
 
 SOURCE_FILE = "_source_file"  # a run table's rows joined to their run by the file they came from

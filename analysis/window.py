@@ -80,7 +80,8 @@ def label_in(label: str, window: Window) -> str:
 
 
 # the column that places a row of each table in time (rows outside a window are not measured)
-TIME_COLUMNS = {"messages": "t_arrive_us", "deliveries": "t_pub_us", "samples": "t_us", "events": "t_us",
+TIME_COLUMNS = {"messages": "t_arrive_us", "deliveries": "t_pub_us", "delivery_groups": "t_pub_us",
+                "samples": "t_us", "events": "t_us",
                 "expected": "t_pub_us", "covering_sets": "t_us"}
 
 

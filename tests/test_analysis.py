@@ -476,6 +476,25 @@ def test_delay_by_pair_joins_many_publishers_without_broadcasting_them(analysed,
     pd.testing.assert_frame_equal(rows[1], rows[default])
 
 
+def test_a_run_written_before_the_delivery_groups_has_its_deliveries_grouped(analysed, spark_session, tmp_path):
+    """The analysis reads the groups the emulator wrote; a run without them (written before
+    session 63) has its deliveries grouped instead: read side by side, the same groups once
+    each key's rows are added up, every delivery counted once."""
+    from analysis.runs import check_runs, read_tables
+
+    source = analysed[0]["unsub_burst_small_active"]
+    older = tmp_path / "older"
+    shutil.copytree(source, older)
+    shutil.rmtree(older / "delivery_groups")
+    runs = check_runs([source, older])
+    frame = read_tables(spark_session, runs)["delivery_groups"].toPandas()
+    keys = ["pub_id", "broker", "t_pub_us", "t_deliver_us", "hops"]
+    written, grouped = (frame[frame.run == run.label].groupby(keys).n.sum() for run in runs)
+    pd.testing.assert_series_equal(written, grouped)
+    assert written.sum() == len(_table(source, "deliveries")) > 500
+    assert len(frame[frame.run == runs[0].label]) < written.sum()  # groups, not a row per delivery
+
+
 def test_a_windowed_run_that_delivered_nothing_inside_its_window_delivered_none(spark_session):
     """``delivered`` counts the deliveries made inside each windowed run's window: 0, not
     missing (the summary takes a missing one for a whole run's, all its deliveries)."""

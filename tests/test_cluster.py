@@ -15,7 +15,7 @@ from experiments.build import resolve
 from tests.conftest import PROJECT_ROOT
 
 SCENARIO = PROJECT_ROOT / "experiments" / "scenarios" / "relocation_small_enterprise_grape_load.yaml"
-TABLES = ("deliveries", "messages", "samples", "events")
+TABLES = ("deliveries", "delivery_groups", "messages", "samples", "events")
 
 # a cluster of a head and worker nodes on this machine: argv[3] the head's CPUs, argv[4] the
 # workers (one CPU each), the rest scenario overrides
