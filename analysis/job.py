@@ -225,8 +225,9 @@ PROGRESS_EVERY_S = 60.0
 @contextmanager
 def stage_progress(spark, every_s: float = PROGRESS_EVERY_S):
     """While the body runs, every ``every_s`` seconds a line on stderr (the analysis's log)
-    with the tasks done of each Spark stage running: a paper-size run's first metric reads
-    billions of deliveries, for most of an hour, and Spark's own progress is off."""
+    with the tasks done of each Spark stage running: a paper-size run's metrics read tens of
+    millions of rows for many minutes (billions of deliveries, for most of an hour, in runs
+    written before the delivery groups were), and Spark's own progress is off."""
     tracker = spark.sparkContext.statusTracker()
     stop = threading.Event()
 

@@ -45,6 +45,7 @@ def synthetic_run(run_dir: Path, rows: int, seed: int = 1) -> None:
         messages, deliveries = _chunk(rng, tree, names, start, n)
         pq.write_table(messages, run_dir / "messages" / f"part-00000-0000-{part:06d}.parquet")
         pq.write_table(deliveries, run_dir / "deliveries" / f"part-00000-0000-{part:06d}.parquet")
+        pq.write_table(_groups(deliveries), run_dir / "delivery_groups" / f"part-00000-0000-{part:06d}.parquet")
     t = np.repeat(np.arange(1, 3601, dtype=np.int64) * 1_000_000, BROKERS)
     queue = rng.poisson(3, t.size).astype(np.int32)
     columns = {"t_us": t, "broker": np.tile(names, 3600), "queue_len": queue,
@@ -100,6 +101,14 @@ def _chunk(rng, tree, names, start: int, n: int):
     return messages, deliveries
 
 
+def _groups(deliveries: pa.Table) -> pa.Table:
+    """The ``delivery_groups`` the emulator writes beside ``deliveries``."""
+    keys = ["pub_id", "broker", "t_pub_us", "t_deliver_us", "hops"]
+    counted = deliveries.group_by(keys).aggregate([("sub_id", "count")])
+    schema = SCHEMAS["delivery_groups"]
+    return pa.table([*(counted[k] for k in keys), counted["sub_id_count"].cast(pa.int32())], schema=schema)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -108,7 +117,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.keep or Path(tmp) / "run"
         if not (run_dir / "manifest.json").exists():
-            for table in ("messages", "deliveries", "samples"):
+            for table in ("messages", "deliveries", "delivery_groups", "samples"):
                 (run_dir / table).mkdir(parents=True, exist_ok=True)
             started = time.perf_counter()
             synthetic_run(run_dir, args.rows)
