@@ -69,6 +69,7 @@ SCHEMAS = {
 PROTOCOL_SAMPLE_COLUMNS = ("preserved", "window_entries", "window_bytes", "soft_links", "gainful_peers", "trace_state")
 STREAMED = ("messages", "deliveries", "delivery_groups", "samples", "events", "in_flight")
 
+
 def has_table(run_dir, table: str) -> bool:
     """Whether a run directory holds any complete part file of ``table``."""
     return bool(as_run_dir(run_dir).names(table, "*.parquet"))

@@ -144,7 +144,7 @@ def delay_distribution(t: dict) -> DataFrame:
 
 def with_derived(t: dict, width) -> dict:
     """The tables plus cached ones several metrics share, so ``messages`` is scanned twice
-    and ``deliveries`` (the biggest) once more instead of once per metric:
+    and the delivery groups once instead of once per metric:
     ``publishers`` (run, pub_id, publisher_broker): where each publication entered the overlay;
     ``delivery_groups`` (run, pub_id, broker, t_pub_us, t_deliver_us, hops, n): the deliveries
     counted per publication, broker and time (``runs.read_tables`` reads them: a broker delivers
