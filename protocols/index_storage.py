@@ -262,17 +262,24 @@ class _Lines:
 
     def store(self, slot: int, flat_lines) -> None:
         """Give ``slot`` the lines given as a flat list of values (replacing its old ones)."""
-        self.release(slot)
         width = self.width
         count = len(flat_lines) // width
+        first = self.reserve(slot, count)
+        self.flat[width * first : width * (first + count)] = flat_lines
+
+    def reserve(self, slot: int, count: int) -> int:
+        """Give ``slot`` room for ``count`` lines in place of its old ones; the first of them."""
+        self.release(slot)
+        width = self.width
         if width * (self.used + count) > len(self.flat):
             if self.garbage > self.used // 2:
                 self._compact()
             if width * (self.used + count) > len(self.flat):
                 self._hold(_grown(self.flat, max(2 * len(self.flat), width * (self.used + count)), width * self.used))
-        self.start[slot], self.length[slot] = self.used, count
-        self.flat[width * self.used : width * (self.used + count)] = flat_lines
+        first = self.start[slot] = self.used
+        self.length[slot] = count
         self.used += count
+        return first
 
     def insert(self, slot: int, i: int, line: tuple) -> None:
         """Give ``slot`` the line ``line`` before its line ``i``."""
@@ -568,14 +575,15 @@ class IndexStorage:
         """Give ``slot`` the cells, row and residual lines of conjunction ``f``."""
         self._filters[slot] = f
         constraints = f.constraints
-        places, row = [], []
+        places = array.array("q")
         access = rank = None
         for c in constraints.values():
             if c.type == STRING:  # a renumbering here re-encodes the cells before the next query
                 for word in (c.lo, c.hi):
                     if word is not None:
                         self.vocabulary.add(word)
-        for attr, _, (lo, _, hi, _), bits, c in self.vocabulary.probes(f).per_constraint:
+        probes = self.vocabulary.probes(f)
+        for attr, _, _, _, c in probes.per_constraint:
             attribute = self._attribute(attr, c.type)
             point = c.point
             place = self._place(attribute, point)
@@ -589,19 +597,12 @@ class IndexStorage:
             if rank is None or place_rank < rank:
                 access, rank = place, place_rank
             attribute.cells += 1  # (the cell itself goes into its column below)
-            row += (lo, hi, attribute.id * 8 + bits)
         residual = self._residual_constraints[slot] = f.residual_constraints
         empty = f.unsatisfiable
         self._residual[slot], self._unsat[slot] = bool(residual), empty
         if empty:
             self._unsat_slots.add(slot)
-        # the row in attribute order, so that a question about a few attributes finds their
-        # cells in a wide row by bisection (kernels._verify_sparse)
-        place_attribute = self._columns.place_attribute
-        order = sorted(range(len(places)), key=lambda j: place_attribute[places[j]].id)
-        row_columns = self._columns_of[slot] = array.array("i", [2 * places[j] + (places[j] != access) for j in order])
-        self._rows.store(slot, [value for j in order for value in row[3 * j : 3 * j + 3]])
-        self._offsets.store(slot, self._append_row(slot, row_columns))
+        row_columns = self._columns_of[slot] = self._store_row(slot, probes.rows, places, access)
         self._live_cells += len(row_columns)
         self._keep_sorted(row_columns)
         if residual:
@@ -713,21 +714,31 @@ class IndexStorage:
                 self._buckets.insert(attribute.id, i, (self._bucket_code(attribute, point), bucket))
         return bucket
 
-    def _append_row(self, slot: int, row_columns: array.array) -> np.ndarray:
-        """Add the cells of ``slot``'s stored row to their columns ``row_columns`` (their
-        attributes counted them already); their offsets there."""
-        offsets = np.empty(len(row_columns), np.int32)
-        if not row_columns:
-            return offsets
-        columns_of_lines = np.frombuffer(row_columns, np.int32)
-        rows, done = self._rows, 0
+    def _store_row(self, slot: int, probes: np.ndarray, places: array.array, access: int) -> array.array:
+        """Give ``slot`` its row and its cells in their columns (their attributes counted them
+        already) and their offsets there; returns the row's columns. The row is in attribute
+        order, so that a question about a few attributes finds their cells in a wide row by
+        bisection (kernels._verify_sparse)."""
+        count = len(places)
+        row_columns = array.array("i", bytes(4 * count))
+        rows, offsets = self._rows, self._offsets
+        first, offsets_first = rows.reserve(slot, count), offsets.reserve(slot, count)
+        if not count:
+            return row_columns
+        columns_of_lines, offsets_of_lines = np.frombuffer(row_columns, np.int32), offsets.flat[offsets_first:]
+        places_of_lines, done = np.frombuffer(places, np.int64), -1
         while True:
             arena = self._arena  # (a relocation may compact it into a new one)
-            done = kernels.append_cells(slot, columns_of_lines, done, rows.lines, rows.start[slot],
-                                        *self._columns.upkeep_views, arena.slots, arena.lo, arena.hi, arena.bits,
-                                        arena.line, offsets)
-            if done == len(row_columns):
-                return offsets
+            if done < 0:
+                done = kernels.store_row(slot, probes, places_of_lines, access, self._attribute_of_number, rows.lines,
+                                         first, columns_of_lines, *self._columns.upkeep_views, arena.slots, arena.lo,
+                                         arena.hi, arena.bits, arena.line, offsets_of_lines)
+            else:
+                done = kernels.append_cells(slot, columns_of_lines, done, rows.lines, first,
+                                            *self._columns.upkeep_views, arena.slots, arena.lo, arena.hi, arena.bits,
+                                            arena.line, offsets_of_lines)
+            if done == count:
+                return row_columns
             self._relocate(row_columns[done])
 
     def _remove(self, column: int, slot: int, line: int) -> None:

@@ -605,6 +605,29 @@ def append_cells(slot, row_columns, first, rows, row_start, column_start, column
 
 
 @njit(cache=True, nogil=True)
+def store_row(slot, probes, places, access, attribute_of_number, rows, first, row_columns, column_start,
+              column_capacity, column_size, place_size, slots, lo, hi, bits, line, offsets):
+    """Write ``slot``'s row at line ``first`` of ``rows`` (room made for it) from its conjunction's
+    ``probes`` (``Vocabulary.probes``: attribute number, lo, hi, bits per constraint) and the
+    ``places`` of its cells (``access`` the one of its access cell), in attribute order, with each
+    line's column in ``row_columns``; then add the cells to their columns (``append_cells``)."""
+    count = len(places)
+    ids = np.empty(count, np.int64)
+    for j in range(count):
+        ids[j] = attribute_of_number[int(probes[j, 0])]
+    order = np.argsort(ids)  # (distinct: one constraint per attribute)
+    for k in range(count):
+        j = order[k]
+        place = places[j]
+        row_columns[k] = 2 * place + (place != access)
+        rows[first + k, 0] = probes[j, 1]
+        rows[first + k, 1] = probes[j, 2]
+        rows[first + k, 2] = ids[j] * 8 + probes[j, 3]
+    return append_cells(slot, row_columns, 0, rows, first, column_start, column_capacity, column_size, place_size,
+                        slots, lo, hi, bits, line, offsets)
+
+
+@njit(cache=True, nogil=True)
 def count_toward(slots, toward, routed, group, hop, delta, out):
     """Add ``delta`` (+1: an advertisement from neighbour ``hop`` arrived, -1: withdrawn) to
     ``toward[slot, hop]`` of each slot; write to ``out`` the slots whose routing toward ``hop``
