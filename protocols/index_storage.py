@@ -386,7 +386,7 @@ class _Columns:
     ``dead``), until the column is sorted again (``FilterIndex._sort``)."""
 
     FIELDS = ("start", "capacity", "size", "sorted", "dead", "blocks")
-    __slots__ = FIELDS + ("place_size", "place_attribute", "views", "upkeep_views")
+    __slots__ = FIELDS + ("place_size", "place_attribute", "views", "upkeep_views", "removal_views")
 
     def __init__(self) -> None:
         self.place_attribute: list[_Attribute] = []
@@ -407,10 +407,11 @@ class _Columns:
         self._view()
 
     def _view(self) -> None:
-        # in the order ``kernels.match`` and ``kernels.append_cells`` take them
+        # in the order ``kernels.match``, ``kernels.append_cells`` and ``kernels.remove_cells`` take them
         view = {name: np.frombuffer(getattr(self, name), np.int64) for name in self.FIELDS + ("place_size",)}
         self.views = tuple(view[name] for name in ("place_size", "start", "size", "sorted", "blocks"))
         self.upkeep_views = tuple(view[name] for name in ("start", "capacity", "size", "place_size"))
+        self.removal_views = tuple(view[name] for name in ("start", "size", "sorted", "dead", "place_size"))
 
     def __getstate__(self) -> dict:  # without the views (pickled, they would be copies)
         return {name: getattr(self, name) for name in self.__slots__ if not name.endswith("views")}
@@ -621,8 +622,13 @@ class IndexStorage:
     def _release(self, slot: int) -> None:
         """Drop ``slot``'s cells and per-slot state; the slot becomes free."""
         row_columns = self._columns_of[slot]
-        for j, column in enumerate(row_columns):
-            self._remove(column, slot, j)
+        if row_columns:
+            offsets, columns, arena = self._offsets, self._columns, self._arena
+            kernels.remove_cells(slot, np.frombuffer(row_columns, np.int32), offsets.flat, offsets.start,
+                                 *columns.removal_views, arena.slots, arena.lo, arena.hi, arena.bits, arena.line)
+            place_attribute = columns.place_attribute
+            for column in row_columns:
+                place_attribute[column >> 1].cells -= 1
         self._rows.release(slot)
         self._offsets.release(slot)
         self._keep_sorted(row_columns)
@@ -740,27 +746,6 @@ class IndexStorage:
             if done == count:
                 return row_columns
             self._relocate(row_columns[done])
-
-    def _remove(self, column: int, slot: int, line: int) -> None:
-        offsets, columns = self._offsets, self._columns
-        offset = int(offsets.flat[offsets.start[slot] + line])
-        last = columns.size[column] - 1
-        arena = self._arena
-        start = columns.start[column]
-        if offset < columns.sorted[column]:  # a sorted cell dies in place
-            arena.slots[start + offset] = -1
-            columns.dead[column] += 1
-        else:
-            if offset != last:  # the column's last cell takes the freed place
-                i, j = start + offset, start + last
-                moved = arena.slots[i] = arena.slots[j]
-                moved_line = arena.line[i] = arena.line[j]
-                arena.lo[i], arena.hi[i], arena.bits[i] = arena.lo[j], arena.hi[j], arena.bits[j]
-                offsets.flat[offsets.start[moved] + moved_line] = offset
-            columns.size[column] = last
-        place = column >> 1
-        columns.place_size[place] -= 1
-        columns.place_attribute[place].cells -= 1
 
     def _keep_sorted(self, changed) -> None:
         """Sort those of the ``changed`` columns that are large numeric interval columns

@@ -628,6 +628,30 @@ def store_row(slot, probes, places, access, attribute_of_number, rows, first, ro
 
 
 @njit(cache=True, nogil=True)
+def remove_cells(slot, row_columns, offsets, offset_start, column_start, column_size, column_sorted, column_dead,
+                 place_size, slots, lo, hi, bits, line):
+    """Take ``slot``'s cells out of their columns ``row_columns`` (one per line of its row, the
+    cells' offsets there from ``offsets[offset_start[slot]]``): a sorted cell dies in place (dead
+    until its column is sorted again), another gives its place to its column's last cell."""
+    first = offset_start[slot]
+    for j in range(len(row_columns)):
+        column = row_columns[j]
+        offset = offsets[first + j]
+        start = column_start[column]
+        if offset < column_sorted[column]:
+            slots[start + offset] = -1
+            column_dead[column] += 1
+        else:
+            last = column_size[column] - 1
+            if offset != last:
+                i, k = start + offset, start + last
+                slots[i], line[i], lo[i], hi[i], bits[i] = slots[k], line[k], lo[k], hi[k], bits[k]
+                offsets[offset_start[slots[i]] + line[i]] = offset
+            column_size[column] = last
+        place_size[column >> 1] -= 1
+
+
+@njit(cache=True, nogil=True)
 def count_toward(slots, toward, routed, group, hop, delta, out):
     """Add ``delta`` (+1: an advertisement from neighbour ``hop`` arrived, -1: withdrawn) to
     ``toward[slot, hop]`` of each slot; write to ``out`` the slots whose routing toward ``hop``
