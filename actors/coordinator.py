@@ -52,6 +52,11 @@ def request_stop(reason: str) -> None:
     _stop_requests.append(reason)
 
 
+def stop_reason() -> str | None:
+    """Why the run in progress was asked to stop, if it was."""
+    return _stop_requests[0] if _stop_requests else None
+
+
 @dataclass
 class RunSpec:
     name: str
@@ -165,7 +170,11 @@ def _recording(run_dir: RunDir, manifest: dict, earlier_wall_s: float = 0.0):
     try:
         yield clock
     except BaseException as exc:
-        manifest.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        error = f"{type(exc).__name__}: {exc}"
+        if stop_reason() and not isinstance(exc, SystemExit):
+            # the signal handler's exit, raised inside a library's C call, came out as that call's own error
+            error = f"{stop_reason()} (surfacing as {error})"
+        manifest.update(status="failed", error=error, traceback=traceback.format_exc())
         raise
     finally:
         manifest["wall_s"] = round(clock(), 3)

@@ -148,7 +148,7 @@ def _stop_run(number: int, frame) -> None:
 
 
 def _run(args) -> int:
-    from actors.coordinator import resume, run
+    from actors.coordinator import resume, run, stop_reason
     from experiments.build import resolve
 
     if args.resume is not None:
@@ -168,8 +168,8 @@ def _run(args) -> int:
         manifest = start()
     except InputError:
         raise
-    except Exception as exc:
-        print(f"pubsub-emu: run failed: {type(exc).__name__}: {exc}\n{run_dir}", file=sys.stderr)
+    except Exception as exc:  # (after a stop signal, whatever it interrupted may fail in its own words)
+        print(f"pubsub-emu: {stop_reason() or f'run failed: {type(exc).__name__}: {exc}'}\n{run_dir}", file=sys.stderr)
         return 1
     rate = manifest.get("events_per_s", 0)
     where = "in-process" if manifest["hosts"] == 0 else f"on {manifest['hosts']} host(s)"

@@ -277,6 +277,27 @@ def test_run_records_failure_in_manifest(write_scenario, tmp_path, monkeypatch):
     assert read_table(tmp_path / "failed", "brokers").num_rows == 9
 
 
+def test_a_stop_signal_that_surfaces_as_another_error_is_reported_as_the_stop(write_scenario, tmp_path, monkeypatch,
+                                                                              capsys):
+    # the exit a signal handler raises inside a C call can come out as that call's own error (numba's
+    # dispatcher: "SystemError: ... returned a result with an exception set"); the run reports the stop
+    from actors import coordinator
+
+    monkeypatch.setattr(coordinator, "_stop_requests", [])
+
+    def interrupted(*args, **kwargs):
+        coordinator.request_stop("run stopped by SIGTERM")
+        raise SystemError("CPUDispatcher(<function ask>) returned a result with an exception set")
+
+    monkeypatch.setattr("actors.coordinator.drive", interrupted)
+    out = tmp_path / "run"
+    assert main(["run", str(write_scenario(small_scenario())), "--out", str(out)]) == 1
+    assert "pubsub-emu: run stopped by SIGTERM\n" in capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert manifest["error"].startswith("run stopped by SIGTERM (surfacing as SystemError: CPUDispatcher")
+
+
 def test_links_and_brokers_tables(write_scenario, tmp_path):
     out = tmp_path / "run"
     edges = "B0 B1 5ms\nB1 B2\n"
