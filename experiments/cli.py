@@ -169,7 +169,8 @@ def _run(args) -> int:
     except InputError:
         raise
     except Exception as exc:  # (after a stop signal, whatever it interrupted may fail in its own words)
-        print(f"pubsub-emu: {stop_reason() or f'run failed: {type(exc).__name__}: {exc}'}\n{run_dir}", file=sys.stderr)
+        outcome = stop_reason() or f"run failed: {type(exc).__name__}: {exc}"
+        print(f"pubsub-emu: {outcome}\n{run_dir}", file=sys.stderr)
         return 1
     rate = manifest.get("events_per_s", 0)
     where = "in-process" if manifest["hosts"] == 0 else f"on {manifest['hosts']} host(s)"
