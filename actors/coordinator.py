@@ -170,10 +170,10 @@ def _recording(run_dir: RunDir, manifest: dict, earlier_wall_s: float = 0.0):
     try:
         yield clock
     except BaseException as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        if stop_reason() and not isinstance(exc, SystemExit):
+        error, reason = f"{type(exc).__name__}: {exc}", stop_reason()
+        if reason and not isinstance(exc, SystemExit):
             # the signal handler's exit, raised inside a library's C call, came out as that call's own error
-            error = f"{stop_reason()} (surfacing as {error})"
+            error = f"{reason} (surfacing as {error})"
         manifest.update(status="failed", error=error, traceback=traceback.format_exc())
         raise
     finally:
@@ -316,8 +316,9 @@ def _advance(spec: RunSpec, transport, statuses: list[Status], end: float, looka
     """Run chunks of one sampling interval until no event is left before ``end``, taking the
     checkpoints that fall due on the way."""
     while True:
-        if _stop_requests:
-            raise SystemExit(_stop_requests[0])
+        reason = stop_reason()
+        if reason:
+            raise SystemExit(reason)
         start = next_window_start(statuses)
         if start >= end:
             return statuses

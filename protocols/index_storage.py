@@ -732,20 +732,16 @@ class IndexStorage:
         if not count:
             return row_columns
         columns_of_lines, offsets_of_lines = np.frombuffer(row_columns, np.int32), offsets.flat[offsets_first:]
-        places_of_lines, done = np.frombuffer(places, np.int64), -1
-        while True:
-            arena = self._arena  # (a relocation may compact it into a new one)
-            if done < 0:
-                done = kernels.store_row(slot, probes, places_of_lines, access, self._attribute_of_number, rows.lines,
-                                         first, columns_of_lines, *self._columns.upkeep_views, arena.slots, arena.lo,
-                                         arena.hi, arena.bits, arena.line, offsets_of_lines)
-            else:
-                done = kernels.append_cells(slot, columns_of_lines, done, rows.lines, first,
-                                            *self._columns.upkeep_views, arena.slots, arena.lo, arena.hi, arena.bits,
-                                            arena.line, offsets_of_lines)
-            if done == count:
-                return row_columns
+        arena = self._arena
+        done = kernels.store_row(slot, probes, np.frombuffer(places, np.int64), access, self._attribute_of_number,
+                                 rows.lines, first, columns_of_lines, *self._columns.upkeep_views, arena.slots, arena.lo,
+                                 arena.hi, arena.bits, arena.line, offsets_of_lines)
+        while done < count:  # a full column stopped it: room there, and on from that line
             self._relocate(row_columns[done])
+            arena = self._arena  # (a relocation may compact it into a new one)
+            done = kernels.append_cells(slot, columns_of_lines, done, rows.lines, first, *self._columns.upkeep_views,
+                                        arena.slots, arena.lo, arena.hi, arena.bits, arena.line, offsets_of_lines)
+        return row_columns
 
     def _keep_sorted(self, changed) -> None:
         """Sort those of the ``changed`` columns that are large numeric interval columns
