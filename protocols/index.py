@@ -35,7 +35,7 @@ covered. Answers name entries' slots only.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -114,13 +114,15 @@ class FilterIndex(QueryEngine):
             self._count("cover", 0)
             return np.array(sorted(self._slot_of.values()), np.int64)
         slots, _ = self._probe(self.vocabulary.probes(f), kernels.CONTAINS, "cover", None)
+        if not len(slots):
+            return slots
         recheck = True if _has_residual(f) else self._residual[slots]
         return self._entries(self._exact(slots, recheck, lambda slot: _residuals_implied(self._filters[slot], f)))
 
     def covered_by(self, f: Filter) -> list[Key]:
         """Keys of the entries that ``f`` covers (every unsatisfiable entry among them): those
         whose every disjunct one of ``f``'s covers."""
-        covered = self._union(self._covered_by_conjunction(d) for d in f.disjuncts)
+        covered = self._union(self._covered_by_conjunction, f.disjuncts)
         if not self._parts:
             return self.keys_of(covered)
         entries, parts = np.unique(self._owner[covered], return_counts=True)
@@ -131,6 +133,8 @@ class FilterIndex(QueryEngine):
         slots, _ = self._probe(self.vocabulary.probes(f), kernels.WITHIN, "cover", len(f.constraints))
         if self._unsat_slots:
             slots = np.union1d(slots, np.fromiter(self._unsat_slots, np.int64))
+        if not len(slots):
+            return slots
         recheck = (True if _has_residual(f) else self._residual[slots]) & ~self._unsat[slots]
         return self._exact(slots, recheck, lambda slot: _residuals_implied(f, self._filters[slot]))
 
@@ -140,7 +144,7 @@ class FilterIndex(QueryEngine):
 
     def intersecting_slots(self, sub: Filter) -> np.ndarray:
         """Slots of the entries that intersect ``sub`` (one of its disjuncts), in slot order."""
-        return self._union(self._intersecting_conjunction(d) for d in sub.disjuncts)
+        return self._union(self._intersecting_conjunction, sub.disjuncts)
 
     def _intersecting_conjunction(self, sub: Filter) -> np.ndarray:
         """A residual condition can only empty an overlap that is a single point, so only
@@ -148,6 +152,8 @@ class FilterIndex(QueryEngine):
         if unsatisfiable(sub):
             return np.zeros(0, np.int64)
         slots, points = self._probe(self.vocabulary.probes(sub), kernels.OVERLAP, "match", len(sub.constraints))
+        if not len(slots):
+            return slots
         return self._entries(self._exact(slots, points, lambda slot: _overlaps_hold(self._filters[slot], sub)))
 
     def intersected_by(self, adv: Filter) -> list[Key]:
@@ -156,10 +162,12 @@ class FilterIndex(QueryEngine):
 
     def intersected_by_slots(self, adv: Filter) -> np.ndarray:
         """Slots of the entries that ``adv`` (one of its disjuncts) intersects, in slot order."""
-        return self._union(self._intersected_by_conjunction(d) for d in adv.disjuncts)
+        return self._union(self._intersected_by_conjunction, adv.disjuncts)
 
     def _intersected_by_conjunction(self, adv: Filter) -> np.ndarray:
         slots, points = self._probe(self.vocabulary.probes(adv), kernels.OVERLAP, "match", None)
+        if not len(slots):
+            return slots
         recheck = True if unsatisfiable(adv) else points
         return self._entries(self._exact(slots, recheck, lambda slot: _overlaps_hold(adv, self._filters[slot])))
 
@@ -168,11 +176,11 @@ class FilterIndex(QueryEngine):
         return np.unique(self._owner[slots]) if self._parts else slots
 
     @staticmethod
-    def _union(answers) -> np.ndarray:
-        """The union of the sorted slot arrays ``answers`` (the one array, when only one)."""
-        found = None
-        for slots in answers:
-            found = slots if found is None else np.union1d(found, slots)
+    def _union(question: Callable[[Filter], np.ndarray], disjuncts: tuple[Filter, ...]) -> np.ndarray:
+        """The union of ``question``'s sorted slot arrays for ``disjuncts`` (the one array, when one)."""
+        found = question(disjuncts[0])
+        for disjunct in disjuncts[1:]:
+            found = np.union1d(found, question(disjunct))
         return found
 
     def keys_of(self, slots: np.ndarray) -> list[Key]:

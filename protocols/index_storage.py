@@ -160,11 +160,13 @@ class Vocabulary:
         return self._cached(f, lambda: self._probes(f))
 
     def _probes(self, f: Filter) -> Probes:
-        per_constraint = [(attr, c.type, bounds, kernels.cell_bits(bounds[1], bounds[3], c.residual), c)
-                          for attr, c in f.constraints.items() for bounds in (self.bounds(c),)]
-        rows = np.array([(self.attribute_number(attr, type_), lo, hi, bits, c.point is not None)
-                         for attr, type_, (lo, _, hi, _), bits, c in per_constraint], np.float64)
-        return Probes(per_constraint, rows.reshape(-1, 5))
+        constraints = f.constraints.items()
+        rows = np.array([(self.attribute_number(attr, c.type), lo, hi, kernels.cell_bits(lo_open, hi_open, c.residual),
+                          c.point is not None)
+                         for attr, c in constraints for lo, lo_open, hi, hi_open in (self.bounds(c),)], np.float64)
+        unknown = tuple(word for _, c in constraints if c.type == STRING for word in (c.lo, c.hi)
+                        if word is not None and word not in self.code_of)
+        return Probes([(attr, c.type, c.point) for attr, c in constraints], rows.reshape(-1, 5), unknown)
 
     def _cached(self, message, encode: Callable[[], list | np.ndarray]) -> list | np.ndarray:
         cached = message.encoded
@@ -179,12 +181,14 @@ class Vocabulary:
 
 
 class Probes(NamedTuple):
-    """A conjunction encoded for the index: ``per_constraint``, (attribute, type, bounds, bits,
-    constraint), ``bits`` as a cell or query bound has them (``kernels.cell_bits``); and ``rows``,
-    the kernel's (attribute number, lo, hi, bits, whether it is a point) (``kernels.ask``)."""
+    """A conjunction encoded for the index: ``per_constraint``, (attribute, type, equality
+    value or None); ``rows``, the kernel's (attribute number, lo, hi, bits, whether it is a
+    point) (``kernels.ask``), ``bits`` as a cell or query bound has them (``kernels.cell_bits``);
+    and the ``unknown_words`` among its bounds, in order (the vocabulary had no code for them)."""
 
     per_constraint: list[tuple]
     rows: np.ndarray
+    unknown_words: tuple[str, ...]
 
 
 _GENERATIONS = itertools.count(1)
@@ -346,6 +350,8 @@ class _Conditions:
             self.refs[condition] -= 1
             if not self.refs[condition]:
                 del self.id_of[name], self.of_attribute[attr][condition]
+                if not self.of_attribute[attr]:
+                    del self.of_attribute[attr]
                 self.free.append(condition)
 
     def ids(self, attr: str, c: Constraint) -> list[int]:
@@ -356,6 +362,8 @@ class _Conditions:
         on attributes the publication lacks keep stale values: no entry carrying them can match
         (every attribute of a matching entry is one the publication has)."""
         true, of_attribute = self.true, self.of_attribute
+        if not of_attribute:
+            return true
         for attr, value in items:
             conditions = of_attribute.get(attr) if isinstance(value, str) else None
             if conditions:
@@ -575,19 +583,17 @@ class IndexStorage:
     def _store(self, slot: int, f: Filter) -> None:
         """Give ``slot`` the cells, row and residual lines of conjunction ``f``."""
         self._filters[slot] = f
-        constraints = f.constraints
         places = array.array("q")
         access = rank = None
-        for c in constraints.values():
-            if c.type == STRING:  # a renumbering here re-encodes the cells before the next query
-                for word in (c.lo, c.hi):
-                    if word is not None:
-                        self.vocabulary.add(word)
-        probes = self.vocabulary.probes(f)
-        for attr, _, _, _, c in probes.per_constraint:
-            attribute = self._attribute(attr, c.type)
-            point = c.point
-            place = self._place(attribute, point)
+        vocabulary, attributes = self.vocabulary, self._attributes
+        probes = vocabulary.probes(f)
+        if probes.unknown_words:  # a renumbering here re-encodes the cells before the next query
+            for word in probes.unknown_words:
+                vocabulary.add(word)
+            probes = vocabulary.probes(f)
+        for attr, type_, point in probes.per_constraint:
+            attribute = attributes.get((attr, type_)) or self._attribute(attr, type_)
+            place = attribute.interval if point is None else self._place(attribute, point)
             places.append(place)
             # the access cell: the smallest selective bucket of the entry's equality values
             # (one holding under half of its attribute's cells) if it has any, else its
