@@ -293,7 +293,7 @@ class _Lines:
         self.store(slot, np.concatenate((flat[width * start : split], line, flat[split : width * (start + length)])))
 
     def release(self, slot: int) -> None:
-        self.garbage += self.length[slot]
+        self.garbage += self.length.item(slot)
         self.length[slot] = 0
 
     def _compact(self) -> None:
