@@ -192,7 +192,7 @@ class Engine:
         self.settings = settings
         self.writer = writer
         self.servers = {name: Server(name, index_of[name], brokers[name]) for name in sorted(brokers)}
-        self.heap: list = []
+        self.heap: list = []  # events as flat tuples, their key's fields then the item (one tuple: half the comparisons)
         self.outbox: dict[int, list] = {}
         self.next_sample = settings.sample_interval
         self.min_service = costs.min_service_us()
@@ -206,21 +206,23 @@ class Engine:
         if self.faults:
             for order, transition in enumerate(self.faults.transitions(self.servers)):
                 key = (transition.t, FAULT, index_of[transition.broker], transition.fault.number, order)
-                heapq.heappush(self.heap, (key, transition))
+                heapq.heappush(self.heap, (*key, transition))
 
     def __getstate__(self) -> dict:
         """A checkpoint holds the engine's state; its result writer belongs to the host, and
         of the client operations still to come only their sequence numbers (``Injected``)."""
         heap, to_come = [], array("q")
         for entry in self.heap:
-            if type(entry[1]) is Injected:
-                to_come.append(entry[1].origin)
+            if type(entry[-1]) is Injected:
+                to_come.append(entry[-1].origin)
             else:
                 heap.append(entry)
         return self.__dict__ | {"writer": None, "heap": heap, "to_come": array("q", sorted(to_come))}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        if self.heap and len(self.heap[0]) == 2:  # a checkpoint written when events were (key, item)
+            self.heap = [(*key, item) for key, item in self.heap]
         heapq.heapify(self.heap)
 
     def reinject(self, injections: Sequence) -> None:
@@ -244,19 +246,19 @@ class Engine:
         if message.publication is not None:
             message = replace(message, publication=Publication(message.publication.items))
         key = (t_us, ARRIVAL, self.index_of[broker], -1, seq)
-        heapq.heappush(self.heap, (key, Injected(key, broker, None, message, origin=seq)))
+        heapq.heappush(self.heap, (*key, Injected(key, broker, None, message, origin=seq)))
 
     def receive(self, batch: list[Arrival]) -> None:
         """Messages sent by brokers on other hosts."""
         for arrival in batch:
-            heapq.heappush(self.heap, (arrival.key, arrival))
+            heapq.heappush(self.heap, (*arrival.key, arrival))
 
     def next_time(self) -> float:
         """The earliest pending event; a due sample counts while anything is pending, so no
         window skips past it (broker ticks run at samples and may send across hosts), and
         while a broker awaits a tick (deferred work)."""
         if self.heap:
-            return min(self.heap[0][0][0], self.next_sample)
+            return min(self.heap[0][0], self.next_sample)
         if any(broker.awaits_tick() for broker in self.brokers.values()):
             return self.next_sample
         return float("inf")
@@ -274,7 +276,7 @@ class Engine:
         unvisited, size = [0], len(heap)
         while unvisited:
             i = unvisited.pop()
-            (t, rank, index, *_), _ = heap[i]
+            t, rank, index = heap[i][:3]
             if t >= best:
                 continue  # and so are the events below it
             if rank == ARRIVAL:
@@ -296,16 +298,15 @@ class Engine:
     def run_until(self, until: int) -> None:
         """Process every event before ``until`` (and the samples due before it)."""
         heap = self.heap
-        while heap and heap[0][0][0] < until:
-            key, item = heapq.heappop(heap)
-            t = key[0]
+        while heap and heap[0][0] < until:
+            t, rank, _, generation, _, item = heapq.heappop(heap)
             if t >= self.next_sample:
                 self._sample_until(t)
             self.last_event_t = t
-            if key[1] == COMPLETION:  # the item is the Server
-                if key[3] == item.generation:  # else its broker crashed while serving
+            if rank == COMPLETION:  # the item is the Server
+                if generation == item.generation:  # else its broker crashed while serving
                     self._serve(self._end_service(item, t), item, t)
-            elif key[1] == ARRIVAL:
+            elif rank == ARRIVAL:
                 self._arrive(item, t)
             else:
                 self._fault(item, t)
@@ -343,7 +344,7 @@ class Engine:
         while arrival is not None:
             end = self._start(arrival, server, t)
             if end > t:
-                heapq.heappush(self.heap, ((end, COMPLETION, server.index, server.generation, 0), server))
+                heapq.heappush(self.heap, (end, COMPLETION, server.index, server.generation, 0, server))
                 return
             arrival = self._end_service(server, t)
 
@@ -433,7 +434,7 @@ class Engine:
 
     def _route(self, arrival: Arrival, host: int) -> None:
         if host == self.host:
-            heapq.heappush(self.heap, (arrival.key, arrival))
+            heapq.heappush(self.heap, (*arrival.key, arrival))
         else:
             if arrival.sender is not None and self.to_boundary[self.index_of[arrival.sender]]:
                 raise RuntimeError(
@@ -471,17 +472,17 @@ class Engine:
         self.paused_toward.pop((server.name, client), None)
 
         def mine(entry) -> bool:  # the heap holds service completions and fault transitions too
-            key, item = entry
-            return (key[1] == ARRIVAL and item.broker == server.name and item.sender is None
+            item = entry[-1]
+            return (entry[1] == ARRIVAL and item.broker == server.name and item.sender is None
                     and item.message.client == client)
 
-        future = sorted((entry for entry in self.heap if mine(entry)), key=lambda entry: entry[0])
+        future = sorted((entry for entry in self.heap if mine(entry)), key=lambda entry: entry[:-1])
         if future:  # in place: the event loop holds the heap
             self.heap[:] = [entry for entry in self.heap if not mine(entry)]
             heapq.heapify(self.heap)
         index, host = self.index_of[broker], self.host_of[broker]
         earliest = t + self.settings.default_latency
-        for arrival in held + [a for _, a in future]:
+        for arrival in held + [entry[-1] for entry in future]:
             t_arrive, _, _, _, seq = arrival.key
             key = (max(t_arrive, earliest), ARRIVAL, index, -1, seq)
             issued = arrival.issued if arrival.issued is not None else t_arrive if t_arrive < key[0] else None
@@ -590,11 +591,11 @@ class Engine:
         reissue, server.reissue = server.reissue, []
         for i, message in enumerate(reissue):
             key = (t, ARRIVAL, index, -1, i - len(reissue))  # before any operation of the trace
-            heapq.heappush(self.heap, (key, Arrival(key, server.name, None, message, origin=origin)))
+            heapq.heappush(self.heap, (*key, Arrival(key, server.name, None, message, origin=origin)))
         held, server.held = server.held, []
         for arrival in held:
             key = (t, ARRIVAL, index, -1, arrival.key[4])
-            heapq.heappush(self.heap, (key, Arrival(key, server.name, None, arrival.message, origin=arrival.origin)))
+            heapq.heappush(self.heap, (*key, Arrival(key, server.name, None, arrival.message, origin=arrival.origin)))
 
     def _apply(self, server: Server, context: _Context, t: int) -> None:
         """What a broker did outside any message's service (a tick, a resynchronisation):
@@ -616,8 +617,8 @@ class Engine:
             for arrival in waiting:
                 self._record_message(arrival, None, None, 0, dropped=False)
         if self.writer:  # client operations still to come are not in flight
-            on_links = [item for key, item in sorted(self.heap, key=lambda entry: entry[0])
-                        if key[1] == ARRIVAL and (item.sender is not None or item.issued is not None)]
+            on_links = [entry[-1] for entry in sorted(self.heap, key=lambda entry: entry[:-1])
+                        if entry[1] == ARRIVAL and (entry[-1].sender is not None or entry[-1].issued is not None)]
             held = [a for _, waiting in sorted(self.paused.items()) for a in waiting]
             held += [a for server in self.servers.values() for a in server.held]
             for arrival in on_links:

@@ -90,18 +90,24 @@ def test_a_checkpoint_holds_the_operations_to_come_as_their_numbers(write_scenar
     host_spec = host_specs(spec, tmp_path / "run", 1, partition(spec.graph, 1))[0]
     engine = BrokerHost(host_spec).engine
     engine.run_until(4_000_000)
-    to_come = sorted(item.origin for _, item in engine.heap if type(item) is Injected)
-    keys = sorted(key for key, _ in engine.heap)
+    to_come = sorted(entry[-1].origin for entry in engine.heap if type(entry[-1]) is Injected)
+    keys = sorted(entry[:-1] for entry in engine.heap)
     assert len(to_come) > 100 and len(keys) > len(to_come)  # completions and faults' transitions besides
     held = {name: [a.key for a in server.held] for name, server in engine.servers.items()}
     assert sum(type(a) is Injected for server in engine.servers.values() for a in server.held) == 7
 
     restored = pickle.loads(pickle.dumps(engine))
-    assert not any(type(item) is Injected for _, item in restored.heap)
+    assert not any(type(entry[-1]) is Injected for entry in restored.heap)
     assert {name: [a.key for a in server.held] for name, server in restored.servers.items()} == held
     assert list(restored.to_come) == to_come
     restored.reinject(host_spec.injections)
-    assert sorted(key for key, _ in restored.heap) == keys
+    assert sorted(entry[:-1] for entry in restored.heap) == keys
+
+    older = pickle.loads(pickle.dumps(engine))  # a checkpoint written when events were (key, item) pairs
+    older.__setstate__(older.__dict__ | {"heap": [(entry[:-1], entry[-1]) for entry in older.heap]})
+    older.reinject(host_spec.injections)
+    assert sorted((entry[:-1], type(entry[-1]).__name__) for entry in older.heap) == sorted(
+        (entry[:-1], type(entry[-1]).__name__) for entry in restored.heap)
 
     again = pickle.loads(pickle.dumps(engine))
     with pytest.raises(ValueError, match=f"operation {to_come[-1]}"):
