@@ -159,6 +159,20 @@ class Vocabulary:
         """A conjunction's probes, encoded once per generation."""
         return self._cached(f, lambda: self._probes(f))
 
+    def stored_probes(self, f: Filter) -> Probes:
+        """``probes(f)`` once every string bound of ``f`` has a code, added in the order of its
+        constraints before ``f`` is encoded anew (encoding may add a word that no float fits
+        between its neighbours, and the order of additions decides the codes)."""
+        cached = f.encoded
+        if cached is not None and cached[0] == self.generation:
+            words = cached[1].unknown_words
+        else:
+            words = [word for c in f.constraints.values() if c.type == STRING for word in (c.lo, c.hi)
+                     if word is not None]
+        for word in words:
+            self.add(word)
+        return self.probes(f)
+
     def _probes(self, f: Filter) -> Probes:
         constraints = f.constraints.items()
         rows = np.array([(self.attribute_number(attr, c.type), lo, hi, kernels.cell_bits(lo_open, hi_open, c.residual),
@@ -585,12 +599,8 @@ class IndexStorage:
         self._filters[slot] = f
         places = array.array("q")
         access = rank = None
-        vocabulary, attributes = self.vocabulary, self._attributes
-        probes = vocabulary.probes(f)
-        if probes.unknown_words:  # a renumbering here re-encodes the cells before the next query
-            for word in probes.unknown_words:
-                vocabulary.add(word)
-            probes = vocabulary.probes(f)
+        attributes = self._attributes
+        probes = self.vocabulary.stored_probes(f)  # (a renumbering here re-encodes the cells before the next query)
         for attr, type_, point in probes.per_constraint:
             attribute = attributes.get((attr, type_)) or self._attribute(attr, type_)
             place = attribute.interval if point is None else self._place(attribute, point)

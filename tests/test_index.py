@@ -127,6 +127,31 @@ def test_vocabulary_codes_stay_ordered_through_renumbering():
     assert vocabulary.code("lzzq") < vocabulary.code("lzzz")
 
 
+def test_a_stored_filter_adds_its_words_in_order_before_it_is_encoded():
+    """Encoding a filter adds a word no float fits between its neighbours (and renumbers): its
+    words are added in their order first, so the codes are those of adding them in order (a
+    review found the second word added first, and the first then coded between renumbered
+    neighbours)."""
+    ready = Vocabulary()
+    for word in ("a", "c", "m"):
+        ready.add(word)
+    depth = 0
+    while True:  # squeeze words below "m" until the next one would renumber
+        trial = pickle.loads(pickle.dumps(ready))
+        trial.add("l" + "z" * depth)
+        if trial.version > ready.version:
+            break
+        ready.add("l" + "z" * depth)
+        depth += 1
+    squeezed = "l" + "z" * depth
+    stored, added = (pickle.loads(pickle.dumps(ready)) for _ in range(2))
+    FilterIndex(vocabulary=stored).add("f", parse_filter(f"[s,eq,'b'],[t,eq,'{squeezed}']"))
+    for word in ("b", squeezed):
+        added.add(word)
+    assert stored.version == added.version == ready.version + 1
+    assert stored.code_of == added.code_of
+
+
 def test_index_with_many_string_words_matches_oracle():
     rng = random.Random(3)
     words = ["".join(rng.choice("abc") for _ in range(rng.randint(1, 6))) for _ in range(300)]
