@@ -163,13 +163,8 @@ class Vocabulary:
         """``probes(f)`` once every string bound of ``f`` has a code, added in the order of its
         constraints before ``f`` is encoded anew (encoding may add a word that no float fits
         between its neighbours, and the order of additions decides the codes)."""
-        cached = f.encoded
-        if cached is not None and cached[0] == self.generation:
-            words = cached[1].unknown_words
-        else:
-            words = [word for c in f.constraints.values() if c.type == STRING for word in (c.lo, c.hi)
-                     if word is not None]
-        for word in words:
+        current = self._current(f)
+        for word in _bound_words(f) if current is None else current.unknown_words:
             self.add(word)
         return self.probes(f)
 
@@ -178,20 +173,29 @@ class Vocabulary:
         rows = np.array([(self.attribute_number(attr, c.type), lo, hi, kernels.cell_bits(lo_open, hi_open, c.residual),
                           c.point is not None)
                          for attr, c in constraints for lo, lo_open, hi, hi_open in (self.bounds(c),)], np.float64)
-        unknown = tuple(word for _, c in constraints if c.type == STRING for word in (c.lo, c.hi)
-                        if word is not None and word not in self.code_of)
+        unknown = tuple(word for word in _bound_words(f) if word not in self.code_of)
         return Probes([(attr, c.type, c.point) for attr, c in constraints], rows.reshape(-1, 5), unknown)
 
-    def _cached(self, message, encode: Callable[[], list | np.ndarray]) -> list | np.ndarray:
+    def _current(self, message) -> list | np.ndarray | None:
+        """The encoding cached on ``message``, if it is of this generation."""
         cached = message.encoded
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]
+        return cached[1] if cached is not None and cached[0] == self.generation else None
+
+    def _cached(self, message, encode: Callable[[], list | np.ndarray]) -> list | np.ndarray:
+        current = self._current(message)
+        if current is not None:
+            return current
         while True:  # encoding an unknown word may add it (no float left between neighbours)
             generation = self.generation
             encoded = encode()
             if generation == self.generation:
                 object.__setattr__(message, "encoded", (generation, encoded))
                 return encoded
+
+
+def _bound_words(f: Filter) -> list[str]:
+    """The string bounds of conjunction ``f``'s constraints, in their order (lo, then hi)."""
+    return [word for c in f.constraints.values() if c.type == STRING for word in (c.lo, c.hi) if word is not None]
 
 
 class Probes(NamedTuple):
