@@ -110,6 +110,19 @@ def test_questions_about_few_attributes_of_wide_entries_equal_oracle(entries, qu
         assert index.covered_by(q) == [k for k, f in live.items() if covers(q, f)]
 
 
+def test_a_kept_recheck_answer_is_never_given_to_a_new_filter_at_a_dead_ones_address():
+    """Re-check answers are kept per pair of filter objects (``index._kept_by_identity``). A
+    subscription that dies frees its address for the next one: asked about in turn, each new
+    subscription must get its own answer, not the one kept for the dead filter it replaced."""
+    adv = parse_filter("[class,eq,'A'],[symbol,neq,'X']")
+    index = FilterIndex()
+    index.add("adv", adv)
+    for turn in range(200):
+        sub = parse_filter("[class,eq,'A'],[symbol,eq,'X']" if turn % 2 else "[class,eq,'A'],[symbol,eq,'Y']")
+        assert index.intersecting(sub) == ([] if turn % 2 else ["adv"]), turn
+        del sub
+
+
 def test_vocabulary_codes_stay_ordered_through_renumbering():
     vocabulary = Vocabulary()
     words = ["a", "m"]
