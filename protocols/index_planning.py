@@ -58,12 +58,17 @@ class QueryEngine(IndexStorage):
     def _exact(self, slots: np.ndarray, recheck, exact: Callable[[int], bool]) -> np.ndarray:
         """``slots`` but those flagged in ``recheck`` (per slot, or True: all) that fail ``exact``."""
         if recheck is True:
-            positions, rechecked = range(len(slots)), slots.tolist()
-        else:
-            flagged = recheck.nonzero()[0]
-            positions, rechecked = flagged.tolist(), slots[flagged].tolist()
-        if not positions:
+            rechecked = slots.tolist()
+            self.work.residual_checks += len(rechecked)
+            kept = [slot for slot in rechecked if exact(slot)]
+            return slots if len(kept) == len(rechecked) else np.array(kept, slots.dtype)
+        flagged = recheck.nonzero()[0]
+        if not len(flagged):
             return slots
-        self.work.residual_checks += len(positions)
-        failed = [position for position, slot in zip(positions, rechecked) if not exact(slot)]
-        return np.delete(slots, failed) if failed else slots
+        self.work.residual_checks += len(flagged)
+        failed = [position for position, slot in zip(flagged.tolist(), slots[flagged].tolist()) if not exact(slot)]
+        if not failed:
+            return slots
+        kept = np.ones(len(slots), np.bool_)
+        kept[failed] = False
+        return slots[kept]
