@@ -354,7 +354,7 @@ class Broker:
         for item in msg.items:
             if len(directions) == others:  # every other neighbour already: ask no more
                 break
-            directions.update(hop for hop in np.flatnonzero(self.srt.hop_counts(item.filter)).tolist()
+            directions.update(hop for hop in self.srt.hop_counts(item.filter).nonzero()[0].tolist()
                               if hop != came_from)
         self._request_flush(_Flush(directions, msg.items, reply_to=sender, answer=msg.key), ctx)
 

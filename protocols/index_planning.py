@@ -69,6 +69,7 @@ class QueryEngine(IndexStorage):
         failed = [position for position, slot in zip(flagged.tolist(), slots[flagged].tolist()) if not exact(slot)]
         if not failed:
             return slots
-        kept = np.ones(len(slots), np.bool_)
+        kept = np.empty(len(slots), np.bool_)
+        kept.fill(True)  # (np.ones is a Python function: 0.4 us more)
         kept[failed] = False
         return slots[kept]

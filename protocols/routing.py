@@ -154,15 +154,16 @@ class RoutingTable(FilterIndex):
 
     def routed_hops(self, slot: int) -> list[int]:
         """Neighbour indices the entry is routed toward, ascending."""
-        return np.flatnonzero(self.routed[slot]).tolist()
+        return self.routed[slot].nonzero()[0].tolist()
 
     def routable_hops(self, slot: int) -> list[int]:
         """Neighbour indices with intersecting advertisements, but the entry's last hop."""
-        return [hop for hop in np.flatnonzero(self.toward[slot]).tolist() if hop != self._group[slot]]
+        last_hop = self._group.item(slot)
+        return [hop for hop in self.toward[slot].nonzero()[0].tolist() if hop != last_hop]
 
     def routed_keys(self, hop: int) -> list[Key]:
         """Keys of the entries routed toward neighbour index ``hop``, in slot order."""
-        return self._keys[np.flatnonzero(self.routed[: len(self._group), hop])].tolist()
+        return self._keys[self.routed[: len(self._group), hop].nonzero()[0]].tolist()
 
     # ------------------------------------------------------------------ the questions
 
