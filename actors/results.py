@@ -177,18 +177,21 @@ def _runs_table(runs: list[tuple[int, tuple]], schema: pa.Schema) -> pa.Table:
     gives one value for is those values repeated, any other the runs' values joined (one
     value repeated where a run gave one), all through numpy object arrays, which Arrow
     converts several times faster than lists."""
-    counts = np.fromiter((count for count, _ in runs), np.int64, len(runs))
+    counts, given_by_run = zip(*runs)
     run_of_row = None
     arrays = []
-    for position, field in enumerate(schema):
-        given = [columns[position] for _, columns in runs]
-        if not any(isinstance(values, _PER_ROW) for values in given):
+    for field, given in zip(schema, zip(*given_by_run)):  # a column's value(s) of every run
+        kinds = set(map(type, given))
+        if not any(issubclass(kind, _PER_ROW) for kind in kinds):
             if run_of_row is None:
                 run_of_row = pa.array(np.repeat(np.arange(len(runs)), counts))
             arrays.append(pa.array(given, type=field.type).take(run_of_row))
             continue
+        if kinds == {np.ndarray}:  # the engine's way: every run an array of its rows' values
+            arrays.append(pa.array(np.concatenate(given), type=field.type))
+            continue
         parts = [np.asarray(values, object) if isinstance(values, _PER_ROW) else np.full(count, values, object)
-                 for values, count in zip(given, counts.tolist())]
+                 for values, count in zip(given, counts)]
         arrays.append(pa.array(np.concatenate(parts), type=field.type))
     return pa.table(arrays, schema=schema)
 

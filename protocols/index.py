@@ -81,7 +81,7 @@ class FilterIndex(QueryEngine):
             self._lay_out_buckets()
         arena, rows, residual_lines, columns, buckets = (self._arena, self._rows, self._residual_lines,
                                                          self._columns, self._buckets)
-        slots, groups, local, checks, cells = kernels.match(
+        out, room, found, local, groups, checks, cells = kernels.match(
             points, self._attribute_of_number, self._interval_of, buckets.lines, buckets.start, buckets.length,
             *columns.views, self._blocks.start, arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines,
             rows.lines, rows.start, rows.length, residual_lines.lines, residual_lines.start, residual_lines.length,
@@ -90,7 +90,7 @@ class FilterIndex(QueryEngine):
         )
         self._count("match", cells)
         self.work.residual_checks += checks
-        return Match(slots, groups.tolist(), local)
+        return Match(out[:found], out[2 * room : 2 * room + groups].tolist(), out[room : room + local])
 
     def covering(self, f: Filter) -> list[Key]:
         """Keys of the entries that cover ``f`` (for a disjunction: every disjunct of ``f`` is

@@ -17,8 +17,8 @@ class QueryEngine(IndexStorage):
     # ------------------------------------------------------------------ the query engine
 
     def _probe(self, probes: Probes, test: int, family: str, target: int | None):
-        """Slots (in slot order) answering the question, with their re-check flags (OVERLAP:
-        single-point overlaps where residual conditions may empty them, unsatisfiable entries),
+        """Slots (in slot order) answering the question, and their re-check flags (1 for OVERLAP's
+        single-point overlaps where residual conditions may empty them, and unsatisfiable entries),
         planned and answered in one kernel call (``kernels.ask``).
 
         ``target`` None: every attribute of an entry must be probed and pass; else every one
@@ -29,7 +29,7 @@ class QueryEngine(IndexStorage):
         if self._stale_buckets:
             self._lay_out_buckets()
         arena, rows, buckets = self._arena, self._rows, self._buckets
-        slots, flags, cells = kernels.ask(
+        answer, cells = kernels.ask(
             test, -1 if target is None else target, probes.rows, self._attribute_of_number, self._interval_of,
             buckets.lines, buckets.start, buckets.length, *self._columns.views, self._blocks.start,
             arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines, rows.lines, rows.start, rows.length,
@@ -37,7 +37,7 @@ class QueryEngine(IndexStorage):
             self._query_hi, self._query_bits, self._slot_marks, self._slot_counts, self._slot_flagged,
         )
         self._count(family, cells)
-        return slots, flags
+        return answer[0], answer[1]
 
     def _row_width(self) -> float:
         """The average row's lines (cells) over the slots in use."""

@@ -335,8 +335,9 @@ def ask(test, target, probes, attribute_of_number, interval_of, buckets, bucket_
     lines on average (by bisection where that reads fewer): then every one is probed and
     counted (``_counted``).
 
-    Returns (slots, their flags as ``_verified`` sets them, the cells of every probed place: the
-    work a counting matcher does, however few cells this reaches). ``marks``, ``counts`` and
+    Returns (the answers' slots and their flags as ``_verified`` sets them, as the two rows of one
+    array, and the cells of every probed place: the work a counting matcher does, however few cells
+    this reaches). One array, as every array returned costs its boxing. ``marks``, ``counts`` and
     ``flagged`` (per slot) and ``query_set`` (per attribute id) are scratch, all zero between calls.
     """
     ids, places, first, cells, shared = _probed_places(test, probes, attribute_of_number, interval_of, buckets,
@@ -376,17 +377,15 @@ def ask(test, target, probes, attribute_of_number, interval_of, buckets, bucket_
                                   block_start)
     segments = segments[:n]
     room = cells[fewest] if counting else int(segments[:, 1].sum())
-    out_slots = np.empty(room, np.int64)
-    out_flags = np.empty(room, np.bool_)
+    out = np.empty((2, room), np.int64)
     if room == 0:
-        return out_slots, out_flags, cells.sum()
+        return out, cells.sum()
     if counting:
-        found = _counted(test, slots, lo, hi, bits, segments, target, unsat, counts, flagged, marks, out_slots,
-                         out_flags)
+        found = _counted(test, slots, lo, hi, bits, segments, target, unsat, counts, flagged, marks, out[0], out[1])
     else:
         found = _verified(test, entry_side, slots, lo, hi, bits, segments, blocks, rows, row_start, row_len, unsat,
-                          bounds, query_set, query_lo, query_hi, query_bits, marks, out_slots, out_flags)
-    return out_slots[:found], out_flags[:found], cells.sum()
+                          bounds, query_set, query_lo, query_hi, query_bits, marks, out[0], out[1])
+    return out[:, :found], cells.sum()
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -513,19 +512,21 @@ def match(publication_points, attribute_of_number, interval_of, buckets, bucket_
     disjuncts have slots of their own, ``owner`` maps them to the entry's slot (every other
     slot to itself): an entry matches once, whichever disjuncts do.
 
-    Returns (matching entries' slots, their distinct groups ascending but ``exclude``, the
-    local ones (group -1), residual checks, cells of the probed places). A residual check is
+    Returns one array and where its parts are: (``out``, ``room``, ``found``, ``local``, ``groups``,
+    residual checks, cells of the probed places), the matching entries' slots ``out[:found]``, the
+    local ones (group -1) ``out[room : room + local]`` and their distinct groups ascending but
+    ``exclude`` ``out[2 * room : 2 * room + groups]`` (every array returned costs its boxing). A residual check is
     an entry whose intervals hold and that has residual lines (what a scalar re-check costs).
     ``group_seen`` (per group) and ``marks`` (per slot) are scratch, all zero between calls.
     """
     points = _known_points(publication_points, attribute_of_number, interval_of, buckets, bucket_start, bucket_len)
     segments, bounds, cells, candidates = _match_plan(points, place_size, column_start, column_size,
                                                       column_sorted, column_blocks, block_start)
-    out_slots = np.empty(candidates, np.int64)
-    out_local = np.empty(candidates, np.int64)
-    out_groups = np.empty(len(group_seen), np.int64)
+    room = candidates
+    out = np.empty(2 * room + len(group_seen), np.int64)
+    out_slots, out_local, out_groups = out[:room], out[room : 2 * room], out[2 * room :]
     if not candidates:
-        return out_slots, out_groups[:0], out_local, 0, cells
+        return out, room, 0, 0, 0, 0, cells
     _load_bounds(bounds, query_set, query_lo, query_hi, query_bits)
     candidates = _candidates(POINT, slots, lo, hi, bits, segments, blocks, marks, out_slots)
     found = 0
@@ -577,7 +578,7 @@ def match(publication_points, attribute_of_number, interval_of, buckets, bucket_
             group_seen[g] = 0
             out_groups[groups] = g
             groups += 1
-    return out_slots[:found], out_groups[:groups], out_local[:local], checks, cells
+    return out, room, found, local, groups, checks, cells
 
 
 @njit(cache=True, nogil=True)

@@ -109,6 +109,17 @@ def test_rows_given_one_by_one_and_as_runs_share_a_part(tmp_path):
     assert read_table(tmp_path, "deliveries").schema == SCHEMAS["deliveries"]
 
 
+def test_runs_whose_columns_are_arrays_in_every_run_are_joined_in_their_order(tmp_path):
+    """The engine's runs: a publication's deliveries at a broker, their ids and clients as arrays."""
+    writer = TableWriter(RunDir(tmp_path), host=0, flush_rows=100)
+    writer.extend_run("deliveries", 2, ("M1", np.array(["S1", "S2"], object), np.array(["c1", None], object),
+                                        "B1", 10, 20, 1))
+    writer.extend_run("deliveries", 1, ("M2", np.array(["S3"], object), np.array(["c3"], object), "B2", 30, 40, 2))
+    writer.flush()
+    assert [tuple(r.values()) for r in read_table(tmp_path, "deliveries").to_pylist()] == [
+        ("M1", "S1", "c1", "B1", 10, 20, 1), ("M1", "S2", None, "B1", 10, 20, 1), ("M2", "S3", "c3", "B2", 30, 40, 2)]
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_hosts_that_share_no_storage_send_their_files_to_the_driver(write_scenario, tmp_path, monkeypatch,
