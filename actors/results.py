@@ -170,24 +170,26 @@ class TableWriter:
 
 
 _PER_ROW = (list, tuple, np.ndarray)  # a run's column given value by value (else one value for the run)
+_OBJECT = np.dtype(object)
 
 
 def _runs_table(runs: list[tuple[int, tuple]], schema: pa.Schema) -> pa.Table:
     """The rows of ``runs`` (see ``TableWriter.extend_run``) as one table: a column every run
     gives one value for is those values repeated, any other the runs' values joined (one
     value repeated where a run gave one), all through numpy object arrays, which Arrow
-    converts several times faster than lists."""
+    converts several times faster than lists (the engine's runs give object arrays, joined
+    as they are)."""
     counts, given_by_run = zip(*runs)
     run_of_row = None
     arrays = []
-    for field, given in zip(schema, zip(*given_by_run)):  # a column's value(s) of every run
+    for field, given in zip(schema, zip(*given_by_run, strict=True), strict=True):  # a column of every run
         kinds = set(map(type, given))
         if not any(issubclass(kind, _PER_ROW) for kind in kinds):
             if run_of_row is None:
                 run_of_row = pa.array(np.repeat(np.arange(len(runs)), counts))
             arrays.append(pa.array(given, type=field.type).take(run_of_row))
             continue
-        if kinds == {np.ndarray}:  # the engine's way: every run an array of its rows' values
+        if kinds == {np.ndarray} and {values.dtype for values in given} == {_OBJECT}:
             arrays.append(pa.array(np.concatenate(given), type=field.type))
             continue
         parts = [np.asarray(values, object) if isinstance(values, _PER_ROW) else np.full(count, values, object)
