@@ -338,9 +338,15 @@ class _Conditions:
     def __init__(self) -> None:
         self.id_of: dict[tuple[str, str, str], int] = {}  # (attribute, kind, text) -> id
         self.refs: list[int] = []
-        self.of_attribute: dict[str, dict[int, tuple[str, str]]] = {}  # attribute -> {id: (kind, text)}
+        self.of_attribute: dict[str, _AttributeConditions] = {}
         self.free: list[int] = []
         self.true = np.zeros(8, np.uint8)  # per id, for the publication last evaluated
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if any(type(conditions) is dict for conditions in self.of_attribute.values()):  # pickled before by kind
+            self.of_attribute = {attr: _AttributeConditions.of(conditions, self.true)
+                                 for attr, conditions in self.of_attribute.items()}
 
     @staticmethod
     def _named(attr: str, c: Constraint) -> list[tuple[str, str, str]]:
@@ -359,7 +365,8 @@ class _Conditions:
                     if condition == len(self.true):
                         self.true = _grown(self.true, 2 * condition, condition)
                 self.id_of[name] = condition
-                self.of_attribute.setdefault(attr, {})[condition] = name[1:]
+                conditions = self.of_attribute.get(attr) or self.of_attribute.setdefault(attr, _AttributeConditions())
+                conditions.hold(condition, name[1], name[2], self.true)
             self.refs[condition] += 1
 
     def release(self, attr: str, c: Constraint) -> None:
@@ -367,8 +374,8 @@ class _Conditions:
             condition = self.id_of[name]
             self.refs[condition] -= 1
             if not self.refs[condition]:
-                del self.id_of[name], self.of_attribute[attr][condition]
-                if not self.of_attribute[attr]:
+                del self.id_of[name]
+                if self.of_attribute[attr].release(condition, name[1], name[2]):
                     del self.of_attribute[attr]
                 self.free.append(condition)
 
@@ -383,16 +390,59 @@ class _Conditions:
         if not of_attribute:
             return true
         for attr, value in items:
-            conditions = of_attribute.get(attr) if isinstance(value, str) else None
-            if conditions:
-                for condition, (kind, text) in conditions.items():
-                    if kind == "postfix":
-                        true[condition] = value.endswith(text)
-                    elif kind == "substring":
-                        true[condition] = text in value
-                    else:
-                        true[condition] = value != text
+            conditions = of_attribute.get(attr)
+            if conditions is None or not isinstance(value, str):
+                continue
+            if conditions.excluded:
+                if conditions.false >= 0:
+                    true[conditions.false] = 1
+                false = conditions.false = conditions.excluded.get(value, -1)
+                if false >= 0:
+                    true[false] = 0
+            for condition, text in conditions.substrings.items():
+                true[condition] = text in value
+            for condition, text in conditions.postfixes.items():
+                true[condition] = value.endswith(text)
         return true
+
+
+class _AttributeConditions:
+    """One attribute's conditions by kind. An excluded word's condition is true for every value
+    but the word, so a publication changes at most two of them: the one its value makes false
+    (``false``, -1: none) and the one the previous publication's made false."""
+
+    __slots__ = ("excluded", "substrings", "postfixes", "false")
+
+    def __init__(self) -> None:
+        self.excluded: dict[str, int] = {}  # word -> id
+        self.substrings: dict[int, str] = {}  # id -> text
+        self.postfixes: dict[int, str] = {}
+        self.false = -1
+
+    @classmethod
+    def of(cls, by_id: dict[int, tuple[str, str]], true: np.ndarray) -> "_AttributeConditions":
+        """From {id: (kind, text)}, as tables pickled before kept them."""
+        conditions = cls()
+        for condition, (kind, text) in by_id.items():
+            conditions.hold(condition, kind, text, true)
+        return conditions
+
+    def hold(self, condition: int, kind: str, text: str, true: np.ndarray) -> None:
+        if kind == "excluded":
+            self.excluded[text] = condition
+            true[condition] = 1
+        else:
+            (self.substrings if kind == "substring" else self.postfixes)[condition] = text
+
+    def release(self, condition: int, kind: str, text: str) -> bool:
+        """Drop a condition; whether the attribute has none left."""
+        if kind == "excluded":
+            del self.excluded[text]
+            if self.false == condition:
+                self.false = -1
+        else:
+            del (self.substrings if kind == "substring" else self.postfixes)[condition]
+        return not (self.excluded or self.substrings or self.postfixes)
 
 
 class _Columns:

@@ -123,6 +123,39 @@ def test_a_kept_recheck_answer_is_never_given_to_a_new_filter_at_a_dead_ones_add
         del sub
 
 
+
+def test_an_excluded_words_condition_is_decided_by_its_own_attributes_value_after_its_id_is_reused():
+    """A publication decides an excluded word's condition false only where its value is the
+    word, and the next one with that attribute makes it true again. Here the condition made
+    false is freed, and its id goes to another attribute's word: only that attribute's value
+    decides it from then on, whatever the first attribute's values."""
+    index = FilterIndex()
+    index.add("b not x", parse_filter("[b,neq,'x']"))
+    index.add("b not y", parse_filter("[b,neq,'y']"))
+    assert index.matching(parse_publication("[b,'x']")) == ["b not y"]
+    index.remove("b not x")
+    index.add("a not z", parse_filter("[a,neq,'z']"))  # the freed condition's id
+    assert index.matching(parse_publication("[a,'z'],[b,'w']")) == ["b not y"]
+    assert index.matching(parse_publication("[a,'w'],[b,'y']")) == ["a not z"]
+    assert index.matching(parse_publication("[a,'z'],[b,'x']")) == ["b not y"]
+
+
+def test_a_table_pickled_with_its_conditions_by_id_matches_after_unpickling():
+    """Checkpoints written before the conditions were kept by kind hold {id: (kind, text)}
+    per attribute; a table restored from one decides them as a new one does."""
+    filters = {key: parse_filter(text) for key, text in (
+        ("no x", "[s,neq,'x']"), ("no y", "[s,neq,'y']"), ("ends in q", "[s,str-postfix,'q']"),
+        ("holds m", "[s,str-contains,'m']"))}
+    index = FilterIndex()
+    for key, f in filters.items():
+        index.add(key, f)
+    conditions = index._conditions
+    conditions.of_attribute = {"s": {condition: name[1:] for name, condition in conditions.id_of.items()}}
+    restored = pickle.loads(pickle.dumps(index))
+    for text in ("[s,'x']", "[s,'mq']", "[s,'y']", "[s,'w']"):
+        publication = parse_publication(text)
+        assert restored.matching(publication) == [k for k, f in filters.items() if matches(f, publication)], text
+
 def test_vocabulary_codes_stay_ordered_through_renumbering():
     vocabulary = Vocabulary()
     words = ["a", "m"]
