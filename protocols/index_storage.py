@@ -344,7 +344,7 @@ class _Conditions:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        if any(type(conditions) is dict for conditions in self.of_attribute.values()):  # pickled before by kind
+        if any(type(conditions) is dict for conditions in self.of_attribute.values()):  # pickled by id, not kind
             self.of_attribute = {attr: _AttributeConditions.of(conditions, self.true)
                                  for attr, conditions in self.of_attribute.items()}
 
@@ -365,7 +365,9 @@ class _Conditions:
                     if condition == len(self.true):
                         self.true = _grown(self.true, 2 * condition, condition)
                 self.id_of[name] = condition
-                conditions = self.of_attribute.get(attr) or self.of_attribute.setdefault(attr, _AttributeConditions())
+                conditions = self.of_attribute.get(attr)
+                if conditions is None:
+                    conditions = self.of_attribute[attr] = _AttributeConditions()
                 conditions.hold(condition, name[1], name[2], self.true)
             self.refs[condition] += 1
 
