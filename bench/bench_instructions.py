@@ -16,7 +16,9 @@ Needs valgrind. Under it a run is about 50x slower than natively. Instructions a
 Every run, counted or not, compiles numba's kernels for a generic x86-64 CPU
 (``NUMBA_CPU_NAME=generic``): valgrind shows the program another CPU than the machine's, so
 kernels cached for the machine's CPU would not be found under it, and every counted run would
-compile them anew, counting LLVM's work as the emulator's (sessions 66 and 67, bench/LOG.md).
+compile them anew, counting LLVM's work as the emulator's (sessions 66 and 67, bench/LOG.md). A
+kernel's cache index written during the counted runs means one was compiled there: the script
+then says so and gives no counts.
 """
 import argparse
 import os
@@ -51,6 +53,11 @@ def counted_run(tree: Path, operations: int, covering: str) -> tuple[int, int]:
     return events, int(instructions.group(1))
 
 
+def kernel_cache_stamps(trees: list[Path]) -> dict[Path, int]:
+    """When each kernel's cache index in the checkouts was last written (numba rewrites it when it compiles)."""
+    return {path: path.stat().st_mtime_ns for tree in trees for path in (tree / "protocols").glob("**/*.nbi")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--covering", default="active", choices=("none", "lazy", "active"))
@@ -64,8 +71,13 @@ def main() -> None:
     for tree in trees:  # numba compiles into each checkout's cache once, outside the counted runs
         subprocess.run(engine_command(tree, large, args.covering), capture_output=True, check=True, env=PORTABLE_KERNELS)
     runs = [(tree, n) for tree in trees for n in (small, large)]
+    cached = kernel_cache_stamps(trees)
     with ThreadPoolExecutor(max_workers=2) as pool:
         counted = dict(zip(runs, pool.map(lambda run: counted_run(*run, args.covering), runs)))
+    compiled = sorted(path.name for path, stamp in kernel_cache_stamps(trees).items() if cached.get(path) != stamp)
+    if compiled:
+        sys.exit(f"bench_instructions: numba compiled kernels during the counted runs ({', '.join(compiled)}), so the "
+                 "counts include LLVM's work; run it again (they are cached now)")
     per_event = {}
     print(f"{'checkout':<32} {'operations':>10} {'events':>9} {'instructions':>16}")
     for tree in trees:
