@@ -8,7 +8,12 @@ difference between them, so start-up, imports and loading numba's kernels cancel
 ``--vs DIR`` it measures another checkout of the project the same way (for example one made
 by ``git worktree add DIR REV``) and prints the ratio.
 
-    python bench/bench_instructions.py [--covering active] [--operations 1000,3000] [--vs DIR]
+    python bench/bench_instructions.py [--covering active] [--operations 1000,3000] [--vs DIR] [--layers]
+
+``--layers`` also keeps each run's profile and prints, per checkout, where an event's
+instructions are: each function's own instructions, differenced between the two sizes, summed
+by the layer its shared object belongs to (CPython, libc, NumPy, numba's call interface, the
+kernels' compiled code, Arrow). Needs ``callgrind_annotate``, which comes with valgrind.
 
 Needs valgrind. Under it a run is about 50x slower than natively. Instructions are not time
 (cache misses and numba's kernels weigh differently), so quote a ratio of instructions as such.
@@ -26,6 +31,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,10 +47,10 @@ def engine_command(tree: Path, operations: int, covering: str) -> list[str]:
             "--hosts", "0", "--profiles", "zero", "--covering", covering]
 
 
-def counted_run(tree: Path, operations: int, covering: str) -> tuple[int, int]:
-    """The broker events and the instructions of one run under callgrind."""
+def counted_run(tree: Path, operations: int, covering: str, profile: str = "/dev/null") -> tuple[int, int]:
+    """The broker events and the instructions of one run under callgrind (its profile written to ``profile``)."""
     done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *engine_command(tree, operations, covering)],
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={profile}", *engine_command(tree, operations, covering)],
         capture_output=True, text=True, check=False, env=PORTABLE_KERNELS,
     )
     instructions = COLLECTED.search(done.stderr)
@@ -51,6 +58,52 @@ def counted_run(tree: Path, operations: int, covering: str) -> tuple[int, int]:
         sys.exit(f"bench_instructions: the run of {tree} at {operations} operations failed:\n{done.stderr[-2000:]}")
     events = int(done.stdout.strip().splitlines()[-1].split()[2])
     return events, int(instructions.group(1))
+
+
+# a function's layer, by the shared object it is in (callgrind_annotate's "[object]"), first match
+LAYERS = (
+    ("numba's call interface", ("_dispatcher", "_helperlib", "_nrt_python", "/numba/")),
+    ("NumPy's C", ("_multiarray_umath", "/numpy/")),
+    ("Arrow", ("libarrow", "libparquet", "/pyarrow/")),
+    ("CPython", ("libpython", "/bin/python")),
+    ("libc", ("libc.so", "libm.so", "ld-linux", "libstdc++")),
+)
+OWN_COST = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(.*?)(?: \[(.*)\])?$")
+
+
+def own_instructions(profile: Path) -> Counter:
+    """Each function's own instructions in a callgrind profile, keyed by (function, object)."""
+    listing = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", str(profile)],
+                             capture_output=True, text=True, check=True).stdout
+    costs: Counter = Counter()
+    functions = listing.split("file:function", 1)[-1].splitlines()[1:]
+    for line in functions:
+        cost = OWN_COST.match(line)
+        if cost and line.strip():
+            costs[cost.group(2), cost.group(3) or ""] += int(cost.group(1).replace(",", ""))
+    return costs
+
+
+def layer_of(function: str, shared_object: str) -> str:
+    for layer, marks in LAYERS:
+        if any(mark in shared_object for mark in marks):
+            return layer
+    if shared_object in ("", "???"):  # no object: CPython's inlined header functions, or numba's compiled code
+        return "CPython" if "Python-3" in function or "/Include/" in function else "the kernels' compiled code"
+    return "other objects"
+
+
+def print_layers(tree: Path, small: Path, large: Path, events: int) -> None:
+    """Per event, the instructions of each layer between the two runs' profiles."""
+    difference = own_instructions(large)
+    difference.subtract(own_instructions(small))
+    layers: Counter = Counter()
+    for (function, shared_object), instructions in difference.items():
+        layers[layer_of(function, shared_object)] += instructions
+    total = sum(layers.values())
+    print(f"where an event's instructions are, {tree}:")
+    for layer, instructions in sorted(layers.items(), key=lambda item: -item[1]):
+        print(f"  {layer:<28} {instructions / events:>9,.0f} {100 * instructions / total:6.1f}%")
 
 
 def kernel_cache_stamps(trees: list[Path]) -> dict[Path, int]:
@@ -63,33 +116,54 @@ def main() -> None:
     parser.add_argument("--covering", default="active", choices=("none", "lazy", "active"))
     parser.add_argument("--operations", default="1000,3000", help="the two sizes, small first")
     parser.add_argument("--vs", type=Path, help="another checkout of the project to measure the same way")
+    parser.add_argument("--layers", action="store_true", help="also print where an event's instructions are")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("bench_instructions: valgrind is not installed (Debian: apt-get install valgrind)")
-    small, large = (int(n) for n in args.operations.split(","))
+    sizes = tuple(int(n) for n in args.operations.split(","))
     trees = [HERE] + ([args.vs.resolve()] if args.vs else [])
     for tree in trees:  # numba compiles into each checkout's cache once, outside the counted runs
-        subprocess.run(engine_command(tree, large, args.covering), capture_output=True, check=True, env=PORTABLE_KERNELS)
-    runs = [(tree, n) for tree in trees for n in (small, large)]
-    cached = kernel_cache_stamps(trees)
+        subprocess.run(engine_command(tree, sizes[1], args.covering), capture_output=True, check=True,
+                       env=PORTABLE_KERNELS)
+    with tempfile.TemporaryDirectory(prefix="bench_instructions-") as kept:
+        runs = [(tree, n) for tree in trees for n in sizes]
+        profile = {run: f"{kept}/{number}.out" if args.layers else "/dev/null" for number, run in enumerate(runs)}
+        counted = count(runs, args.covering, profile)
+        print_counts(counted, trees, sizes)
+        if args.layers:
+            for tree in trees:
+                (small_events, _), (large_events, _) = counted[tree, sizes[0]], counted[tree, sizes[1]]
+                print_layers(tree, Path(profile[tree, sizes[0]]), Path(profile[tree, sizes[1]]),
+                             large_events - small_events)
+
+
+def count(runs: list[tuple[Path, int]], covering: str, profile: dict) -> dict:
+    """Per (checkout, operations): (events, instructions), two runs at a time; none if a kernel compiled."""
+    cached = kernel_cache_stamps(sorted({tree for tree, _ in runs}))
     with ThreadPoolExecutor(max_workers=2) as pool:
-        counted = dict(zip(runs, pool.map(lambda run: counted_run(*run, args.covering), runs)))
-    compiled = sorted(path.name for path, stamp in kernel_cache_stamps(trees).items() if cached.get(path) != stamp)
+        counted = dict(zip(runs, pool.map(lambda run: counted_run(*run, covering, profile[run]), runs)))
+    compiled = sorted(path.name for path, stamp in kernel_cache_stamps(sorted({tree for tree, _ in runs})).items()
+                      if cached.get(path) != stamp)
     if compiled:
         sys.exit(f"bench_instructions: numba compiled kernels during the counted runs ({', '.join(compiled)}), so the "
                  "counts include LLVM's work; run it again (they are cached now)")
+    return counted
+
+
+def print_counts(counted: dict, trees: list[Path], sizes: tuple[int, int]) -> None:
+    small, large = sizes
     per_event = {}
     print(f"{'checkout':<32} {'operations':>10} {'events':>9} {'instructions':>16}")
     for tree in trees:
-        for n in (small, large):
+        for n in sizes:
             events, instructions = counted[tree, n]
             print(f"{str(tree):<32} {n:>10,} {events:>9,} {instructions:>16,}")
         (events_small, small_count), (events_large, large_count) = counted[tree, small], counted[tree, large]
         per_event[tree] = (large_count - small_count) / (events_large - events_small)
     for tree in trees:
         print(f"instructions per event, {tree}: {per_event[tree]:,.0f}")
-    if args.vs:
-        print(f"ratio {HERE} / {trees[1]}: {per_event[HERE] / per_event[trees[1]]:.4f}")
+    if len(trees) > 1:
+        print(f"ratio {trees[0]} / {trees[1]}: {per_event[trees[0]] / per_event[trees[1]]:.4f}")
 
 
 if __name__ == "__main__":
