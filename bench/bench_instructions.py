@@ -120,7 +120,9 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("bench_instructions: valgrind is not installed (Debian: apt-get install valgrind)")
-    sizes = tuple(int(n) for n in args.operations.split(","))
+    sizes = tuple(int(n) for n in args.operations.split(",") if n.strip().isdigit())
+    if len(sizes) != 2 or not 0 < sizes[0] < sizes[1]:
+        parser.error(f"--operations: two sizes, the smaller first (got {args.operations!r})")
     trees = [HERE] + ([args.vs.resolve()] if args.vs else [])
     for tree in trees:  # numba compiles into each checkout's cache once, outside the counted runs
         subprocess.run(engine_command(tree, sizes[1], args.covering), capture_output=True, check=True,
