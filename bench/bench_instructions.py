@@ -141,11 +141,11 @@ def main() -> None:
 
 def count(runs: list[tuple[Path, int]], covering: str, profile: dict) -> dict:
     """Per (checkout, operations): (events, instructions), two runs at a time; none if a kernel compiled."""
-    cached = kernel_cache_stamps(sorted({tree for tree, _ in runs}))
+    trees = sorted({tree for tree, _ in runs})
+    cached = kernel_cache_stamps(trees)
     with ThreadPoolExecutor(max_workers=2) as pool:
         counted = dict(zip(runs, pool.map(lambda run: counted_run(*run, covering, profile[run]), runs)))
-    compiled = sorted(path.name for path, stamp in kernel_cache_stamps(sorted({tree for tree, _ in runs})).items()
-                      if cached.get(path) != stamp)
+    compiled = sorted(path.name for path, stamp in kernel_cache_stamps(trees).items() if cached.get(path) != stamp)
     if compiled:
         sys.exit(f"bench_instructions: numba compiled kernels during the counted runs ({', '.join(compiled)}), so the "
                  "counts include LLVM's work; run it again (they are cached now)")
