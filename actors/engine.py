@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from protocols.broker import Broker
-from protocols.language import Publication, rebuilt_by_constructor
+from protocols.language import Publication, attributes_of, rebuilt_by_constructor, set_attributes
 from protocols.messages import Message
 
 from .costs import CostModel
@@ -62,7 +62,8 @@ class Arrival:
     origin: int | None = None
     issued: int | None = None
 
-    __reduce__ = rebuilt_by_constructor
+    def __reduce__(self):  # by one constructor call, as ``rebuilt_by_constructor`` (Injected too: see there)
+        return Arrival, (self.key, self.broker, self.sender, self.message, self.queue_len, self.origin, self.issued)
 
 
 class Injected(Arrival):
@@ -70,12 +71,10 @@ class Injected(Arrival):
     to come, a checkpoint records its sequence number rather than the arrival, and a restored
     host makes it again from its injections (``Engine.reinject``): at the papers' sizes the
     operations to come are millions of objects, which were most of a checkpoint's pickling
-    time and of the memory it took."""
+    time and of the memory it took. Pickled (arrived: queued, held) as the arrival it now is
+    (``Arrival.__reduce__``)."""
 
     __slots__ = ()
-
-    def __reduce__(self):  # arrived (queued, held): pickled as the arrival it now is
-        return Arrival, tuple(getattr(self, name) for name in Arrival.__slots__)
 
 
 def origin_of_fault(number: int) -> int:
@@ -108,6 +107,9 @@ class Server:
     reissue: list = field(default_factory=list)  # what its clients re-issue when it restarts
     last_arrival: dict = field(default_factory=dict)  # destination -> latest arrival on a delayed link
 
+    def __reduce__(self):  # (compiled with mypyc, an object is made by its ``__init__``: protocols/compiled.py)
+        return rebuilt_by_constructor(self)
+
 
 class _Context:
     """The broker context while one message is handled (see protocols.broker.Context)."""
@@ -129,12 +131,20 @@ class _Context:
         self.client_moves: list[tuple[str, str, bool]] = []  # (client, broker, paused: on the way there)
         self._engine, self._server, self._kind = engine, server, kind
 
+    def __reduce__(self):  # (compiled with mypyc, an object is made by its ``__init__``: protocols/compiled.py)
+        return _Context, (self.now, self.queue_len), attributes_of(self)
+
+    def __setstate__(self, state: dict) -> None:
+        set_attributes(self, state)
+
     def latency(self, destination: str) -> int:
         """The latency of this broker's link to ``destination`` (a ping)."""
+        assert self._engine is not None and self._server is not None
         return self._engine.link(self._server, destination)[0]
 
     def service_us(self) -> int:
         """The service time the message in hand has cost so far."""
+        assert self._engine is not None and self._server is not None
         return self._engine.costs.service_us(self._kind, self._server.broker.work) if self._kind else 0
 
     def pause_client(self, client: str, toward: str) -> None:
@@ -199,14 +209,19 @@ class Engine:
         self.to_boundary = to_boundary if to_boundary is not None else [0] * len(index_of)
         self.last_event_t = 0
         self.arrivals = 0
-        self.paused: dict[tuple[str, str], list[Arrival]] = {}  # (broker, client) -> its waiting operations
+        self.paused: dict[tuple[str, str | None], list[Arrival]] = {}  # (broker, client) -> its waiting operations
         self.paused_toward: dict[tuple[str, str], str] = {}  # (broker, client) -> where it is moving
         self.faults = faults if faults is not None and faults.faults else None
         self.fresh_broker = fresh_broker
+        self.to_come = array("q")  # after a restore, until ``reinject``: the operations still to come
         if self.faults:
             for order, transition in enumerate(self.faults.transitions(self.servers)):
                 key = (transition.t, FAULT, index_of[transition.broker], transition.fault.number, order)
                 heapq.heappush(self.heap, (*key, transition))
+
+    def __reduce__(self):  # (compiled with mypyc, an object is made by its ``__init__``: protocols/compiled.py)
+        made = (self.brokers, self.index_of, self.host_of, self.host, self.latency, self.costs, self.settings)
+        return Engine, made, self.__getstate__()
 
     def __getstate__(self) -> dict:
         """A checkpoint holds the engine's state; its result writer belongs to the host, and
@@ -214,13 +229,13 @@ class Engine:
         heap, to_come = [], array("q")
         for entry in self.heap:
             if type(entry[-1]) is Injected:
-                to_come.append(entry[-1].origin)
+                to_come.append(entry[-1].origin)  # type: ignore[arg-type]  # (its sequence number)
             else:
                 heap.append(entry)
-        return self.__dict__ | {"writer": None, "heap": heap, "to_come": array("q", sorted(to_come))}
+        return attributes_of(self) | {"writer": None, "heap": heap, "to_come": array("q", sorted(to_come))}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        set_attributes(self, {"to_come": array("q")} | state)
         if self.heap and len(self.heap[0]) == 2:  # a checkpoint written when events were (key, item)
             self.heap = [(*key, item) for key, item in self.heap]
         heapq.heapify(self.heap)
@@ -228,7 +243,7 @@ class Engine:
     def reinject(self, injections: Sequence) -> None:
         """After a restore, the client operations the checkpoint recorded as still to come,
         made again from the host's ``injections`` (in sequence order, as the workload made them)."""
-        to_come = iter(self.__dict__.pop("to_come", ()))
+        to_come, self.to_come = iter(self.to_come), array("q")
         wanted = next(to_come, None)
         for injection in injections:
             if injection.seq == wanted:
@@ -376,6 +391,7 @@ class Engine:
         server.busy_done += t - server.busy_since
         server.busy_until = None
         done, server.in_service = server.in_service, None
+        assert done is not None
         name = server.name
         if self.writer:
             for publication, sub_ids, clients in done.deliveries:
@@ -425,6 +441,7 @@ class Engine:
         """(arrival time, drop cause or None) of a message sent at ``t`` under the faults: a
         delayed link adds its delay but keeps its order (no message overtakes another)."""
         faults = self.faults
+        assert faults is not None
         cause = faults.drop_cause(server.name, destination, t, seq)
         if cause is None and faults.delays(server.name, destination):
             arrive = max(arrive + faults.extra_delay(server.name, destination, t, seq),
@@ -550,16 +567,24 @@ class Engine:
         elif transition.action == "restart":
             self._record_event(t, server.name, "fault_ended", fault.describe())
             self._restart(server, t, origin_of_fault(fault.number))
-        elif not server.crashed and self.faults.link_up(server.name, transition.peer, t):
-            context = _Context(t, len(server.queue), engine=self, server=server, origin=origin_of_fault(fault.number))
-            server.broker.link_restored(transition.peer, context)
-            self._apply(server, context, t)
+        elif not server.crashed:  # the link to ``peer`` is back, unless another fault still holds it
+            peer = transition.peer
+            assert peer is not None
+            if self._link_up(server, peer, t):
+                context = _Context(t, len(server.queue), engine=self, server=server,
+                                   origin=origin_of_fault(fault.number))
+                server.broker.link_restored(peer, context)
+                self._apply(server, context, t)
+
+    def _link_up(self, server: Server, peer: str, t: int) -> bool:
+        assert self.faults is not None
+        return self.faults.link_up(server.name, peer, t)
 
     def _crash(self, server: Server, t: int) -> None:
         """The broker loses its state, its queue and the message in service. Clients it had
         paused, on their way to another broker, go there at once (their handoff is lost)."""
-        for (broker, client), toward in sorted(self.paused_toward.items()):
-            if broker == server.name:
+        for (paused_at, client), toward in sorted(self.paused_toward.items()):
+            if paused_at == server.name:
                 self._resume(server, client, toward, t)
         lost = list(server.queue) + [a for _, a in sorted(server.blocked)]
         server.queue.clear()
@@ -584,7 +609,7 @@ class Engine:
         server.crashed = False
         context = _Context(t, len(server.queue), engine=self, server=server, origin=origin)
         for neighbour in server.broker.neighbors:
-            if self.faults.link_up(server.name, neighbour, t):
+            if self._link_up(server, neighbour, t):
                 server.broker.link_restored(neighbour, context)
         self._apply(server, context, t)
         index = server.index
@@ -627,6 +652,7 @@ class Engine:
                 self._record_in_flight(arrival, None)
 
     def _record_in_flight(self, arrival: Arrival, t_arrive: int | None) -> None:
+        assert self.writer is not None
         m = arrival.message
         self.writer.append("in_flight", arrival.broker, arrival.sender, m.kind, m.id, t_arrive, arrival.origin)
 

@@ -7,6 +7,8 @@ deletes the host's parts of later epochs, so a restored run rewrites nothing twi
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 
@@ -200,14 +202,16 @@ def _runs_table(runs: list[tuple[int, tuple]], schema: pa.Schema) -> pa.Table:
 
 def discard_parts(run_dir: RunDir | Collected, host: int, epoch: int) -> None:
     """Delete the parts ``host`` wrote in ``epoch`` and later ones (and a dead host's temporary files)."""
+    if isinstance(run_dir, Collected):
+        return  # nothing written yet: the driver deletes what a restore discards
     for table in STREAMED:
         for name in run_dir.names(table, f"*part-*-{host:04d}-*.parquet*"):
             if int(name.split("-")[1]) >= epoch:
                 run_dir.delete(f"{table}/{name}")
 
 
-def write_manifest(run_dir, manifest: dict) -> None:
-    as_run_dir(run_dir).write_json("manifest.json", manifest)
+def write_manifest(run_dir: str | Path | RunDir, manifest: dict) -> None:
+    (run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)).write_json("manifest.json", manifest)
 
 
 def read_table(run_dir, table: str, columns: list[str] | None = None) -> pa.Table:

@@ -118,7 +118,7 @@ class _NeighbourRounds(transports.LocalTransport):
                 continue
             reached[h] = min([stop] + [promised[n, h] for n in self.neighbours[h]])
             before = host.engine.arrivals
-            host.engine.run_until(reached[h])
+            host.engine.run_until(int(reached[h]))
             events[h] = host.engine.arrivals - before
             for destination, batch in host.engine.take_outbox().items():
                 sent[destination].append(batch)

@@ -8,10 +8,9 @@ import array
 import bisect
 import itertools
 from dataclasses import dataclass, field, fields
-from typing import Callable, Hashable, NamedTuple
+from typing import Any, Callable, ClassVar, Hashable, NamedTuple
 
 import numpy as np
-
 from . import kernels
 from .language import (
     NUMERIC,
@@ -19,7 +18,9 @@ from .language import (
     Constraint,
     Filter,
     Publication,
+    attributes_of,
     rebuilt_by_constructor,
+    set_attributes,
 )
 
 Key = Hashable
@@ -51,7 +52,7 @@ class Work:
     insert_entries: int = 0
 
     def reset(self) -> None:
-        self.__init__()  # every counter back to its default, 0
+        Work.__init__(self)  # every counter back to its default, 0
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in _WORK_COUNTERS}
@@ -81,10 +82,12 @@ class Vocabulary:
         self.version = 0
         self.generation = next(_GENERATIONS)
 
+    def __getstate__(self) -> dict:
+        return attributes_of(self)
+
     def __setstate__(self, state: dict) -> None:
         global _GENERATIONS
-        self.__dict__.update(state)
-        self.__dict__.setdefault("attribute_numbers", {})  # (a checkpoint written before they were numbered)
+        set_attributes(self, {"attribute_numbers": {}} | state)  # (a checkpoint written before they were numbered)
         # a copy (from a checkpoint, or ``copy.deepcopy``) numbers attributes apart from its original,
         # so it takes a generation of its own, one no vocabulary of this process had: an encoding
         # cached under a generation holds one vocabulary's attribute numbers. Past its own: the
@@ -176,12 +179,12 @@ class Vocabulary:
         unknown = tuple(word for word in _bound_words(f) if word not in self.code_of)
         return Probes([(attr, c.type, c.point) for attr, c in constraints], rows.reshape(-1, 5), unknown)
 
-    def _current(self, message) -> list | np.ndarray | None:
+    def _current(self, message) -> Any:
         """The encoding cached on ``message``, if it is of this generation."""
         cached = message.encoded
         return cached[1] if cached is not None and cached[0] == self.generation else None
 
-    def _cached(self, message, encode: Callable[[], list | np.ndarray]) -> list | np.ndarray:
+    def _cached(self, message, encode: Callable[[], Any]) -> Any:
         current = self._current(message)
         if current is not None:
             return current
@@ -193,7 +196,7 @@ class Vocabulary:
                 return encoded
 
 
-def _bound_words(f: Filter) -> list[str]:
+def _bound_words(f: Filter) -> list:
     """The string bounds of conjunction ``f``'s constraints, in their order (lo, then hi)."""
     return [word for c in f.constraints.values() if c.type == STRING for word in (c.lo, c.hi) if word is not None]
 
@@ -224,7 +227,7 @@ class _Arena:
     """The cells of every column of one index, in parallel arrays; columns are segments.
     ``line`` is a cell's place in its slot's row (to find the cell again when another moves)."""
 
-    NAMES = ("slots", "lo", "hi", "bits", "line")
+    NAMES: ClassVar[tuple[str, ...]] = ("slots", "lo", "hi", "bits", "line")
 
     def __init__(self, capacity: int = 64) -> None:
         self.slots = np.zeros(capacity, np.int32)
@@ -272,10 +275,10 @@ class _Lines:
         self.lines = flat.reshape(-1, self.width)
 
     def __getstate__(self) -> dict:  # without the view (pickled, it would be a copy)
-        return {name: value for name, value in self.__dict__.items() if name != "lines"}
+        return {name: value for name, value in attributes_of(self).items() if name != "lines"}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        set_attributes(self, state)
         self._hold(self.flat)
 
     def grow_slots(self, size: int) -> None:
@@ -342,11 +345,15 @@ class _Conditions:
         self.free: list[int] = []
         self.true = np.zeros(8, np.uint8)  # per id, for the publication last evaluated
 
+    def __getstate__(self) -> dict:
+        return attributes_of(self)
+
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        if any(type(conditions) is dict for conditions in self.of_attribute.values()):  # pickled by id, not kind
-            self.of_attribute = {attr: _AttributeConditions.of(conditions, self.true)
-                                 for attr, conditions in self.of_attribute.items()}
+        of_attribute = state["of_attribute"]
+        if any(type(conditions) is dict for conditions in of_attribute.values()):  # pickled by id, not kind
+            of_attribute = {attr: _AttributeConditions.of(conditions, state["true"])
+                            for attr, conditions in of_attribute.items()}
+        set_attributes(self, state | {"of_attribute": of_attribute})
 
     @staticmethod
     def _named(attr: str, c: Constraint) -> list[tuple[str, str, str]]:
@@ -463,8 +470,19 @@ class _Columns:
     after them, and a sorted cell removed stays in place, dead (slot -1, counted in
     ``dead``), until the column is sorted again (``FilterIndex._sort``)."""
 
-    FIELDS = ("start", "capacity", "size", "sorted", "dead", "blocks")
+    FIELDS: ClassVar[tuple[str, ...]] = ("start", "capacity", "size", "sorted", "dead", "blocks")
     __slots__ = FIELDS + ("place_size", "place_attribute", "views", "upkeep_views", "removal_views")
+    start: array.array  # (the fields, by name for mypy and mypyc: ``_resize`` sets them by name)
+    capacity: array.array
+    size: array.array
+    sorted: array.array
+    dead: array.array
+    blocks: array.array
+    place_size: array.array
+    place_attribute: list
+    views: tuple
+    upkeep_views: tuple
+    removal_views: tuple
 
     def __init__(self) -> None:
         self.place_attribute: list[_Attribute] = []
@@ -492,7 +510,7 @@ class _Columns:
         self.removal_views = tuple(view[name] for name in ("start", "size", "sorted", "dead", "place_size"))
 
     def __getstate__(self) -> dict:  # without the views (pickled, they would be copies)
-        return {name: getattr(self, name) for name in self.__slots__ if not name.endswith("views")}
+        return {name: getattr(self, name) for name in self.FIELDS + ("place_size", "place_attribute")}
 
     def __setstate__(self, state: dict) -> None:
         for name, value in state.items():
@@ -522,7 +540,8 @@ class _Attribute:
     buckets: dict[object, int] = field(default_factory=dict)
     values: list = field(default_factory=list)  # the buckets' values, sorted
 
-    __reduce__ = rebuilt_by_constructor
+    def __reduce__(self):
+        return rebuilt_by_constructor(self)
 
 
 class IndexStorage:
@@ -554,11 +573,11 @@ class IndexStorage:
         self._conditions = _Conditions()
         self._keys = np.empty(8, object)  # per slot (an object array: fast to gather)
         self._slots = 0  # slots ever used
-        self._filters: list[Filter | None] = []
+        self._filters: list[Filter] = []  # (None in a free slot, which is never read; so in ``_columns_of``)
         self._residual_constraints: list[tuple | None] = []  # per slot: its (attr, Constraint) with residuals
         # per slot: the columns holding its cells (an array, not a list of ints: an advertisement's
         # row can hold a thousand, and every broker keeps every advertisement)
-        self._columns_of: list[array.array | None] = []
+        self._columns_of: list[array.array] = []
         self._slot_of: dict[Key, int] = {}  # an entry's slot
         self._parts: dict[int, tuple[int, ...]] = {}  # a disjunctive entry's slot -> its disjuncts' slots
         self._owner = np.zeros(8, np.int64)  # per slot: the entry's slot (a part's entry; else itself)
@@ -616,7 +635,7 @@ class IndexStorage:
         """The slots' columns as one array and their lengths (-1: a free slot). Pickled slot by
         slot, each slot's array added a tuple and a buffer, all of which the pickler keeps until
         the dump ends."""
-        state = self.__dict__.copy()
+        state = attributes_of(self)
         columns_of = state.pop("_columns_of")
         lengths, flat = state["_columns_of_lengths"], state["_columns_of_flat"] = array.array("i"), array.array("i")
         for columns in columns_of:
@@ -633,7 +652,7 @@ class IndexStorage:
                 columns_of.append(None if length < 0 else flat[start : start + length])
                 start += max(length, 0)
             state["_columns_of"] = columns_of
-        self.__dict__.update(state)
+        set_attributes(self, state)
         if "_live_cells" not in state:  # a checkpoint written before the count was kept
             self._live_cells = sum(len(columns) for columns in self._columns_of if columns)
         if "_buckets" not in state:  # written before matching looked the buckets up in the kernel
@@ -654,7 +673,7 @@ class IndexStorage:
         """Give ``slot`` the cells, row and residual lines of conjunction ``f``."""
         self._filters[slot] = f
         places = array.array("q")
-        access = rank = None
+        access, rank = -1, None  # (a conjunction constrains an attribute at least: both are set below)
         attributes = self._attributes
         probes = self.vocabulary.stored_probes(f)  # (a renumbering here re-encodes the cells before the next query)
         for attr, type_, point in probes.per_constraint:
@@ -708,9 +727,9 @@ class IndexStorage:
         if 8 * self._live_cells < self._arena.used and self._arena.used >= COMPACT_FROM:
             self._compact()  # a table that grew and shrank gives its room back (and then holds under 5x its cells)
         self._residual_lines.release(slot)
-        for attr, c in self._residual_constraints[slot]:
+        for attr, c in self._residual_constraints[slot]:  # type: ignore[union-attr]
             self._conditions.release(attr, c)
-        self._keys[slot] = self._filters[slot] = self._columns_of[slot] = None
+        self._keys[slot] = self._filters[slot] = self._columns_of[slot] = None  # type: ignore[call-overload]
         self._residual_constraints[slot] = None
         self._group[slot] = NO_GROUP
         self._unsat_slots.discard(slot)
@@ -719,9 +738,9 @@ class IndexStorage:
     def _grow(self) -> int:
         slot = self._slots
         self._slots += 1
-        self._filters.append(None)
+        self._filters.append(None)  # type: ignore[arg-type]  # (a free slot's: see ``__init__``)
         self._residual_constraints.append(None)
-        self._columns_of.append(None)
+        self._columns_of.append(None)  # type: ignore[arg-type]
         if slot == len(self._keys):
             self._grow_slot_arrays(2 * slot)
         return slot
@@ -897,7 +916,7 @@ class IndexStorage:
     def _encode_residuals(self, residual: tuple) -> list[float]:
         """The residual lines of an entry's residual constraints, flattened: one per excluded
         number and one per string condition (its condition id)."""
-        lines = []
+        lines: list[float] = []
         for attr, c in residual:
             attribute_id = self._attributes[attr, c.type].id
             if c.type == NUMERIC:

@@ -54,11 +54,30 @@ def rebuilt_by_constructor(self):
     cls = type(self)
     fields = _FIELDS_OF.get(cls)
     if fields is None:
-        fields = _FIELDS_OF[cls] = attrgetter(*cls.__slots__)  # (of one name it would not give a tuple)
+        names = getattr(cls, "__mypyc_attrs__", None) or cls.__slots__  # (compiled: see ``attributes_of``)
+        fields = _FIELDS_OF[cls] = attrgetter(*names)  # (of one name it would not give a tuple)
     return cls, fields(self)
 
 
 _FIELDS_OF: dict[type, attrgetter] = {}  # per class: its instances' fields as a tuple
+
+
+def attributes_of(obj) -> dict:
+    """An object's attributes by name (its state, to pickle), whether its class was compiled with
+    mypyc (protocols/compiled.py: attributes in no ``__dict__``, named in ``__mypyc_attrs__``) or not."""
+    cls = type(obj)
+    names = getattr(cls, "__mypyc_attrs__", None)
+    if names is None:
+        if hasattr(obj, "__dict__"):
+            return dict(vars(obj))
+        names = [name for base in cls.__mro__ for name in getattr(base, "__slots__", ())]
+    return {name: getattr(obj, name) for name in names if name != "__dict__" and hasattr(obj, name)}
+
+
+def set_attributes(obj, state: dict) -> None:
+    """``obj``'s attributes from ``state`` (``attributes_of``'s, or a ``__dict__`` pickled)."""
+    for name, value in state.items():
+        setattr(obj, name, value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,9 @@ class RoutingTable(FilterIndex):
         for name, old in self.columns.items():
             self.columns[name] = np.concatenate([old, np.zeros(size - len(old), old.dtype)])
 
+    def __reduce__(self):  # (compiled with mypyc, an object is made by its ``__init__``: protocols/compiled.py)
+        return RoutingTable, (self.neighbors,), self.__getstate__()
+
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         if "_ids" not in state:  # a checkpoint written before the ids were kept

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 from protocols import index as index_module
 from protocols.index import FilterIndex, Vocabulary
 from protocols.index_storage import COMPACT_FROM, LAID_OUT_FROM
-from protocols.language import covers, intersects, matches, parse_filter, parse_publication, unsatisfiable
+from protocols.language import (
+    attributes_of,
+    covers,
+    intersects,
+    matches,
+    parse_filter,
+    parse_publication,
+    unsatisfiable,
+)
 
 from .strategies import any_filters, hot_filters, narrow_filters, publications, wide_filters
 
@@ -276,7 +284,7 @@ def test_an_unpickled_table_keeps_answering_exactly_as_it_grows(before, after, p
 def test_a_table_pickled_before_the_cell_count_was_kept_counts_its_cells():
     index = _table([parse_filter("[x,>,1],[y,<,5]"), parse_filter("[x,=,3]"), parse_filter("[z,>=,2]")])
     index.remove(1)
-    state = dict(index.__dict__)
+    state = attributes_of(index)
     del state["_live_cells"]
     restored = FilterIndex.__new__(FilterIndex)
     restored.__setstate__(state)
@@ -289,11 +297,13 @@ def test_a_table_pickled_before_its_buckets_were_looked_up_in_the_kernel_matches
     entries = [parse_filter(text) for text in ("[s,eq,'b'],[x,=,3]", "[s,eq,'a']", "[x,>,1]", "[x,=,7],[y,<,5]",
                                                "[s,str-prefix,'a']")]
     index = _table(entries)
-    state = pickle.loads(pickle.dumps(index)).__dict__
+    state = attributes_of(pickle.loads(pickle.dumps(index)))
     for name in ("_buckets", "_attribute_of_number", "_interval_of"):
         del state[name]
-    del state["vocabulary"].attribute_numbers
-    state["vocabulary"] = pickle.loads(pickle.dumps(state["vocabulary"]))
+    old_vocabulary = attributes_of(state["vocabulary"])
+    del old_vocabulary["attribute_numbers"]
+    state["vocabulary"] = Vocabulary.__new__(Vocabulary)  # as unpickled
+    state["vocabulary"].__setstate__(old_vocabulary)
     restored = FilterIndex.__new__(FilterIndex)
     restored.__setstate__(state)
     restored.add(len(entries), parse_filter("[s,eq,'c'],[y,=,2]"))

@@ -20,6 +20,7 @@ from actors.partition import partition
 from actors.results import STREAMED, read_table
 from experiments.cli import main
 from experiments.build import resolve
+from protocols.language import attributes_of
 
 from .conftest import PROJECT_ROOT
 
@@ -104,7 +105,7 @@ def test_a_checkpoint_holds_the_operations_to_come_as_their_numbers(write_scenar
     assert sorted(entry[:-1] for entry in restored.heap) == keys
 
     older = pickle.loads(pickle.dumps(engine))  # a checkpoint written when events were (key, item) pairs
-    older.__setstate__(older.__dict__ | {"heap": [(entry[:-1], entry[-1]) for entry in older.heap]})
+    older.__setstate__(attributes_of(older) | {"heap": [(entry[:-1], entry[-1]) for entry in older.heap]})
     older.reinject(host_spec.injections)
     assert sorted((entry[:-1], type(entry[-1]).__name__) for entry in older.heap) == sorted(
         (entry[:-1], type(entry[-1]).__name__) for entry in restored.heap)
