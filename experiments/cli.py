@@ -17,6 +17,19 @@ from pathlib import Path
 from protocols.errors import InputError
 
 
+def _build() -> str:
+    """Which build ran this process's hosts (setup.py, protocols/compiled.py)."""
+    from protocols.compiled import PURE_PYTHON, running_compiled, stale_modules
+
+    if running_compiled():
+        return "compiled build"
+    if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+        return f"pure-Python build ({PURE_PYTHON} is set)"
+    if stale_modules():
+        return "pure-Python build (sources changed since compiled: pip install -e . compiles them again)"
+    return "pure-Python build (nothing compiled at install: it needs a C compiler; about 1.25x slower)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pubsub-emu", description="Content-based pub/sub routing emulator on Ray")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -175,7 +188,7 @@ def _run(args) -> int:
     rate = manifest.get("events_per_s", 0)
     where = "in-process" if manifest["hosts"] == 0 else f"on {manifest['hosts']} host(s)"
     print(f"{manifest['events']} messages over {manifest['sim_end_us'] / 1e6:.3f} s simulated in "
-          f"{manifest['wall_s']:.1f} s wall ({rate:,.0f} events/s) {where}", file=sys.stderr)
+          f"{manifest['wall_s']:.1f} s wall ({rate:,.0f} events/s) {where}, {_build()}", file=sys.stderr)
     print(run_dir)
     return 0
 

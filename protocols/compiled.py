@@ -1,0 +1,80 @@
+"""The modules the build compiles with mypyc from their own source (setup.py), and the way back
+to that source.
+
+Where the build compiled them, a compiled module (``engine.cpython-311-x86_64-linux-gnu.so``
+beside ``engine.py``) is imported in place of its source: same code, same results, less time
+in the interpreter. Their sources are imported instead, all of them, where
+``PUBSUB_EMU_PURE_PYTHON`` is set (to compare the builds, or to step through them in a
+debugger) and where a source is not what was compiled (an edited checkout, until
+``pip install -e .`` compiles it again, with a warning saying so): the build records each
+source's digest in ``compiled_sources.json`` beside this file. A build without a C compiler
+has no compiled modules and runs the sources anyway.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+COMPILED = ("actors.engine", "actors.results", "actors.costs", "protocols.index_storage", "protocols.index_planning",
+            "protocols.index", "protocols.routing")
+PURE_PYTHON = "PUBSUB_EMU_PURE_PYTHON"  # set (to anything but "" or "0"): import the sources
+DIGESTS = "compiled_sources.json"  # beside this file: {module: the sha256 of the source compiled}
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def source_of(module: str) -> Path:
+    return _ROOT.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def compiled_of(module: str) -> Path | None:
+    """The compiled module the build left beside the source, if any."""
+    source = source_of(module)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = source.with_suffix(suffix)
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def digest_of(module: str) -> str:
+    return hashlib.sha256(source_of(module).read_bytes()).hexdigest()
+
+
+def stale_modules() -> list[str]:
+    """The compiled modules whose source is not the one compiled."""
+    recorded = Path(__file__).with_name(DIGESTS)
+    digests = json.loads(recorded.read_text()) if recorded.exists() else {}
+    return [module for module in COMPILED
+            if compiled_of(module) is not None and digests.get(module) != digest_of(module)]
+
+
+def running_compiled() -> bool:
+    """Whether this process runs the compiled modules (call after importing them)."""
+    module = sys.modules.get(COMPILED[0])
+    return module is not None and not str(module.__file__).endswith(".py")
+
+
+class _Sources(importlib.abc.MetaPathFinder):
+    """Finds the compiled modules' sources ahead of the compiled modules."""
+
+    def find_spec(self, name, path=None, target=None):
+        return importlib.util.spec_from_file_location(name, source_of(name)) if name in COMPILED else None
+
+
+def use_sources_if_asked_or_stale() -> None:
+    """Called by ``protocols/__init__.py`` and ``actors/__init__.py``, before any compiled module is imported."""
+    if any(isinstance(finder, _Sources) for finder in sys.meta_path):
+        return
+    if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+        sys.meta_path.insert(0, _Sources())
+    elif stale := stale_modules():
+        warnings.warn(f"{', '.join(stale)}: not the source compiled, so running the sources of "
+                      f"{', '.join(COMPILED)} (`pip install -e .` compiles them again)", stacklevel=2)
+        sys.meta_path.insert(0, _Sources())
