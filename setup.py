@@ -1,12 +1,11 @@
 """The build's one step that pyproject.toml cannot hold: the per-message modules named in
 protocols/compiled.py compiled with mypyc from their own source, where mypyc and a C compiler are
-at hand. Where they are not, or with PUBSUB_EMU_PURE_PYTHON=1, the package is built pure Python
-and runs the same, slower; the install then says why (shown with `pip install -v`), and so does
-every run (`pubsub-emu run` names the build it ran on)."""
+at hand. Where they are not, the package is built pure Python and runs the same, slower; the
+install then says why (shown with `pip install -v`), and every run names the build it ran on
+(`pubsub-emu run`). PUBSUB_EMU_PURE_PYTHON=1 runs the sources of a compiled build."""
 import ast
 import hashlib
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).parent
+DIGESTS = "protocols/compiled_sources.json"  # (see protocols/compiled.py)
 
 
 def compiled_modules() -> tuple[str, ...]:
@@ -25,19 +25,21 @@ def compiled_modules() -> tuple[str, ...]:
     raise RuntimeError("protocols/compiled.py defines no COMPILED")
 
 
+def source(module: str) -> Path:
+    return ROOT / (module.replace(".", "/") + ".py")
+
+
 def pure_python(reason: str) -> list:
     print(f"pubsub-emu: building pure Python, the per-message modules not compiled: {reason}", file=sys.stderr)
     return []
 
 
 def extensions() -> list:
-    if os.environ.get("PUBSUB_EMU_PURE_PYTHON", "") not in ("", "0"):
-        return pure_python("PUBSUB_EMU_PURE_PYTHON is set")
     try:
         from mypyc.build import mypycify
     except ImportError:
         return pure_python("mypyc is not installed")
-    sources = [module.replace(".", "/") + ".py" for module in compiled_modules()]
+    sources = [str(source(module).relative_to(ROOT)) for module in compiled_modules()]
     try:
         return mypycify(sources, opt_level="3")  # type-checks them first (pyproject.toml: [tool.mypy])
     except (Exception, SystemExit) as error:
@@ -46,23 +48,32 @@ def extensions() -> list:
 
 class CompileOrFallBack(build_ext):
     """Compiles the extensions and records the digests of the sources compiled (which
-    protocols/compiled.py compares with the sources it finds); without a working C compiler,
-    leaves none half-built."""
+    protocols/compiled.py compares with the sources it finds). Without a working C compiler it
+    leaves no compiled module of the list behind, an earlier build's included: Python would
+    import it in place of its source."""
 
     def run(self) -> None:
-        if not self.extensions:
-            return
         try:
             super().run()
         except Exception as error:  # (setuptools' compiler errors have no common base but Exception)
-            for output in self.get_outputs():
-                Path(output).unlink(missing_ok=True)
             pure_python(f"compiling failed ({error})")
-            return
-        digests = {module: hashlib.sha256((ROOT / (module.replace(".", "/") + ".py")).read_bytes()).hexdigest()
-                   for module in compiled_modules()}
-        target = (ROOT if self.inplace else Path(self.build_lib)) / "protocols" / "compiled_sources.json"
-        target.write_text(json.dumps(digests, indent=1, sort_keys=True))
+            self._remove_compiled()
+        else:
+            self._record_digests()
+
+    def _built_path(self, relative: str) -> Path:
+        return (ROOT if self.inplace else Path(self.build_lib)) / relative
+
+    def _record_digests(self) -> None:
+        digests = {module: hashlib.sha256(source(module).read_bytes()).hexdigest() for module in compiled_modules()}
+        self._built_path(DIGESTS).write_text(json.dumps(digests, indent=1, sort_keys=True))
+
+    def _remove_compiled(self) -> None:
+        for module in compiled_modules():
+            built = self._built_path(module.replace(".", "/"))
+            for path in built.parent.glob(f"{built.name}.*.so"):
+                path.unlink()
+        self._built_path(DIGESTS).unlink(missing_ok=True)
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": CompileOrFallBack})

@@ -48,3 +48,21 @@ def test_the_compiled_and_the_pure_python_build_write_identical_tables_for_one_s
     assert (compiled_build, pure_build) == ("build: compiled", "build: pure Python")
     assert len(compiled_tables) >= 20 and int(compiled_tables["engine-zero"]["deliveries"].split(":")[0]) > 30_000
     assert compiled_tables == pure_tables
+
+
+@pytest.mark.slow
+def test_an_install_whose_c_compiler_fails_says_why_and_is_pure_python(tmp_path):
+    target = tmp_path / "installed"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--target", str(target),
+                           str(PROJECT_ROOT)], env={**os.environ, "CC": "false"}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "building pure Python, the per-message modules not compiled: compiling failed" in done.stdout + done.stderr
+    packages = [target / package for package in ("actors", "protocols")]  # (a checkout's build/ may hold others)
+    assert not [path for package in packages for path in package.glob("*.so")]
+    assert not (target / "protocols" / compiled.DIGESTS).exists()
+    imported = subprocess.run(
+        [sys.executable, "-c", "import actors.engine, protocols.compiled as c; print(actors.engine.__file__, "
+                               "c.running_compiled(), c.stale_modules())"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(target), compiled.PURE_PYTHON: ""},
+        capture_output=True, text=True, check=True)
+    assert imported.stdout.split() == [str(target / "actors" / "engine.py"), "False", "[]"]
