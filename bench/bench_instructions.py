@@ -13,7 +13,8 @@ by ``git worktree add DIR REV``) and prints the ratio.
 ``--layers`` also keeps each run's profile and prints, per checkout, where an event's
 instructions are: each function's own instructions, differenced between the two sizes, summed
 by the layer its shared object belongs to (CPython, libc, NumPy, numba's call interface, the
-kernels' compiled code, Arrow). Needs ``callgrind_annotate``, which comes with valgrind.
+kernels' compiled code, the modules compiled with mypyc, Arrow). Needs ``callgrind_annotate``, which
+comes with valgrind.
 
 Needs valgrind. Under it a run is about 50x slower than natively. Instructions are not time
 (cache misses and numba's kernels weigh differently), so quote a ratio of instructions as such.
@@ -66,6 +67,7 @@ LAYERS = (
     ("NumPy's C", ("_multiarray_umath", "/numpy/")),
     ("Arrow", ("libarrow", "libparquet", "/pyarrow/")),
     ("CPython", ("libpython", "/bin/python")),
+    ("the modules compiled with mypyc", ("__mypyc.",)),
     ("libc", ("libc.so", "libm.so", "ld-linux", "libstdc++")),
 )
 OWN_COST = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(.*?)(?: \[(.*)\])?$")
@@ -73,7 +75,8 @@ OWN_COST = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(.*?)(?: \[(.*)\])?$")
 
 def own_instructions(profile: Path) -> Counter:
     """Each function's own instructions in a callgrind profile, keyed by (function, object)."""
-    listing = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", str(profile)],
+    # (--auto=no: no annotated sources, whose call lines would count again; the compiled build's C is there)
+    listing = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", "--auto=no", str(profile)],
                              capture_output=True, text=True, check=True).stdout
     costs: Counter = Counter()
     functions = listing.split("file:function", 1)[-1].splitlines()[1:]
