@@ -106,7 +106,7 @@ def print_layers(tree: Path, small: Path, large: Path, events: int) -> None:
     total = sum(layers.values())
     print(f"where an event's instructions are, {tree}:")
     for layer, instructions in sorted(layers.items(), key=lambda item: -item[1]):
-        print(f"  {layer:<28} {instructions / events:>9,.0f} {100 * instructions / total:6.1f}%")
+        print(f"  {layer:<32} {instructions / events:>9,.0f} {100 * instructions / total:6.1f}%")
 
 
 def kernel_cache_stamps(trees: list[Path]) -> dict[Path, int]:
