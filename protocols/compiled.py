@@ -12,9 +12,9 @@ has no compiled modules and runs the sources anyway.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.machinery
-import hashlib
 import importlib.util
 import json
 import os
