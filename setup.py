@@ -14,6 +14,7 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).parent
 DIGESTS = "protocols/compiled_sources.json"  # (see protocols/compiled.py)
+COMPILED_DIGESTS: dict[str, str] = {}
 
 
 def compiled_modules() -> tuple[str, ...]:
@@ -35,11 +36,14 @@ def pure_python(reason: str) -> list:
 
 
 def extensions() -> list:
+    """The compiled modules, and their sources' digests as mypyc reads them (``COMPILED_DIGESTS``)."""
     try:
         from mypyc.build import mypycify
     except ImportError:
         return pure_python("mypyc is not installed")
     sources = [str(source(module).relative_to(ROOT)) for module in compiled_modules()]
+    COMPILED_DIGESTS.update((module, hashlib.sha256(source(module).read_bytes()).hexdigest())
+                            for module in compiled_modules())
     try:
         return mypycify(sources, opt_level="3")  # type-checks them first (pyproject.toml: [tool.mypy])
     except (Exception, SystemExit) as error:
@@ -65,8 +69,9 @@ class CompileOrFallBack(build_ext):
         return (ROOT if self.inplace else Path(self.build_lib)) / relative
 
     def _record_digests(self) -> None:
-        digests = {module: hashlib.sha256(source(module).read_bytes()).hexdigest() for module in compiled_modules()}
-        self._built_path(DIGESTS).write_text(json.dumps(digests, indent=1, sort_keys=True))
+        written = self._built_path(DIGESTS + ".part")  # (renamed whole: a reader never sees half of it)
+        written.write_text(json.dumps(COMPILED_DIGESTS, indent=1, sort_keys=True))
+        written.replace(self._built_path(DIGESTS))
 
     def _remove_compiled(self) -> None:
         for module in compiled_modules():

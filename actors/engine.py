@@ -134,7 +134,7 @@ class _Context:
     def __reduce__(self):  # (compiled with mypyc, an object is made by its ``__init__``: protocols/compiled.py)
         return _Context, (self.now, self.queue_len), attributes_of(self)
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict | tuple) -> None:  # (a tuple: pickled before it had ``__reduce__``)
         set_attributes(self, state)
 
     def latency(self, destination: str) -> int:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 
+from protocols.compiled import PURE_PYTHON, running_compiled
 from protocols.stack import broker_class, make_broker
 from workloads.trace import Injection
 
@@ -158,12 +159,20 @@ class BrokerHost:
             self.engine = self._new_engine(spec)
         else:
             with collections_paused():
-                state = (pickle.loads(snapshot) if isinstance(snapshot, bytes)
-                         else self.writer.run_dir.read_pickle(snapshot))
+                state = self._unpickled(snapshot)
             epoch, self.window_number, self.busy_s, self.waiting_s, self.behind_s, self.engine = state
             self.engine.writer = self.writer
             self.engine.reinject(spec.injections)
         self.writer.discard_after(epoch)
+
+    def _unpickled(self, snapshot: str | bytes):
+        try:
+            return pickle.loads(snapshot) if isinstance(snapshot, bytes) else self.writer.run_dir.read_pickle(snapshot)
+        except TypeError as error:  # a compiled class made by its __init__ with none of its arguments
+            if "required argument" not in str(error) or not running_compiled():
+                raise
+            raise RuntimeError(f"the checkpoint was written before the compiled build ({error}): resume it with "
+                               f"{PURE_PYTHON}=1 (docs/architecture.md, \"The compiled build\")") from error
 
     def _new_engine(self, spec: HostSpec) -> Engine:
         fresh_broker = partial(_fresh_broker, spec.neighbors, spec.protocol, spec.overlay)

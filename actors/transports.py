@@ -7,6 +7,8 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
+from protocols.compiled import PURE_PYTHON
+
 from .checkpoints import Checkpoint
 from .host import BrokerHost, HostSpec, Status, next_window_start, window_end
 from .partition import host_weights
@@ -289,9 +291,11 @@ def _same_ray_job(kept: dict) -> bool:
 
 
 def ray_runtime_env() -> dict:
-    """Lets Ray workers import this project even when it runs from a checkout, not installed."""
+    """Lets Ray workers import this project even when it runs from a checkout, not installed, and
+    run the sources of a compiled build if this process was asked to (protocols/compiled.py)."""
     pythonpath = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
-    return {"env_vars": {"PYTHONPATH": pythonpath}}
+    asked = {PURE_PYTHON: os.environ[PURE_PYTHON]} if PURE_PYTHON in os.environ else {}  # (the hosts' build too)
+    return {"env_vars": {"PYTHONPATH": pythonpath} | asked}
 
 
 def connect_ray(address: str | None):

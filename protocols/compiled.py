@@ -49,8 +49,10 @@ def digest_of(module: str) -> str:
 
 def stale_modules() -> list[str]:
     """The compiled modules whose source is not the one compiled."""
-    recorded = Path(__file__).with_name(DIGESTS)
-    digests = json.loads(recorded.read_text()) if recorded.exists() else {}
+    try:
+        digests = json.loads(Path(__file__).with_name(DIGESTS).read_text())
+    except (OSError, ValueError):  # none (a pure build), or unreadable: nothing compiled is to be trusted
+        digests = {}
     return [module for module in COMPILED
             if compiled_of(module) is not None and digests.get(module) != digest_of(module)]
 
@@ -76,5 +78,6 @@ def use_sources_if_asked_or_stale() -> None:
         sys.meta_path.insert(0, _Sources())
     elif stale := stale_modules():
         warnings.warn(f"{', '.join(stale)}: not the source compiled, so running the sources of "
-                      f"{', '.join(COMPILED)} (`pip install -e .` compiles them again)", stacklevel=2)
+                      f"{', '.join(COMPILED)} (`pip install -v -e .` compiles them again, or says why not)",
+                      stacklevel=2)
         sys.meta_path.insert(0, _Sources())

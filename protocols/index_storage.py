@@ -54,6 +54,9 @@ class Work:
     def reset(self) -> None:
         Work.__init__(self)  # every counter back to its default, 0
 
+    def __reduce__(self):  # the same in both builds (protocols/compiled.py)
+        return rebuilt_by_constructor(self)
+
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in _WORK_COUNTERS}
 
@@ -427,6 +430,12 @@ class _AttributeConditions:
         self.substrings: dict[int, str] = {}  # id -> text
         self.postfixes: dict[int, str] = {}
         self.false = -1
+
+    def __getstate__(self) -> dict:  # (a dict in both builds: protocols/compiled.py)
+        return attributes_of(self)
+
+    def __setstate__(self, state: dict | tuple) -> None:
+        set_attributes(self, state)
 
     @classmethod
     def of(cls, by_id: dict[int, tuple[str, str]], true: np.ndarray) -> "_AttributeConditions":

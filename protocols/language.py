@@ -74,8 +74,11 @@ def attributes_of(obj) -> dict:
     return {name: getattr(obj, name) for name in names if name != "__dict__" and hasattr(obj, name)}
 
 
-def set_attributes(obj, state: dict) -> None:
-    """``obj``'s attributes from ``state`` (``attributes_of``'s, or a ``__dict__`` pickled)."""
+def set_attributes(obj, state: dict | tuple) -> None:
+    """``obj``'s attributes from ``state``: ``attributes_of``'s, a ``__dict__`` pickled, or what Python
+    pickles of an object with slots, (its ``__dict__`` or None, {slot: value})."""
+    if isinstance(state, tuple):
+        state = {**(state[0] or {}), **state[1]}
     for name, value in state.items():
         setattr(obj, name, value)
 
