@@ -107,7 +107,7 @@ class FilterIndex(QueryEngine):
         for disjunct in f.disjuncts:
             slots = self._covering_conjunction(disjunct)
             found = slots if found is None else np.intersect1d(found, slots, assume_unique=True)
-        return found  # type: ignore[return-value]
+        return found  # type: ignore[return-value]  # (a filter has a disjunct at least)
 
     def _covering_conjunction(self, f: Filter) -> np.ndarray:
         """Entries' slots, in slot order, with a disjunct that covers conjunction ``f``."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Hashable, NamedTuple
 
 import numpy as np
+
 from . import kernels
 from .language import (
     NUMERIC,
