@@ -27,7 +27,7 @@ def _build() -> str:
         return f"pure-Python build ({PURE_PYTHON} is set)"
     if stale_modules():
         return "pure-Python build (sources changed since compiled: pip install -e . compiles them again)"
-    return "pure-Python build (nothing compiled at install: it needs a C compiler; about 1.25x slower)"
+    return "pure-Python build (nothing compiled at install: it needs a C compiler; about 1.2x slower)"
 
 
 def _parser() -> argparse.ArgumentParser:
