@@ -1,4 +1,2 @@
 """The emulation runtime: virtual time, mailboxes, costs, Ray broker hosts and results."""
-from protocols.compiled import use_sources_if_asked_or_stale
-
-use_sources_if_asked_or_stale()
+import protocols  # noqa: F401  (first: it decides whether compiled modules or their sources are imported)

@@ -19,11 +19,11 @@ from protocols.errors import InputError
 
 def _build() -> str:
     """Which build ran this process's hosts (setup.py, protocols/compiled.py)."""
-    from protocols.compiled import PURE_PYTHON, running_compiled, stale_modules
+    from protocols.compiled import PURE_PYTHON, running_compiled, sources_asked, stale_modules
 
     if running_compiled():
         return "compiled build"
-    if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+    if sources_asked():
         return f"pure-Python build ({PURE_PYTHON} is set)"
     if stale_modules():
         return "pure-Python build (sources changed since compiled: pip install -e . compiles them again)"

@@ -57,6 +57,11 @@ def stale_modules() -> list[str]:
             if compiled_of(module) is not None and digests.get(module) != digest_of(module)]
 
 
+def sources_asked() -> bool:
+    """Whether ``PUBSUB_EMU_PURE_PYTHON`` asks for the sources."""
+    return os.environ.get(PURE_PYTHON, "") not in ("", "0")
+
+
 def running_compiled() -> bool:
     """Whether this process runs the compiled modules (call after importing them)."""
     module = sys.modules.get(COMPILED[0])
@@ -71,10 +76,9 @@ class _Sources(importlib.abc.MetaPathFinder):
 
 
 def use_sources_if_asked_or_stale() -> None:
-    """Called by ``protocols/__init__.py`` and ``actors/__init__.py``, before any compiled module is imported."""
-    if any(isinstance(finder, _Sources) for finder in sys.meta_path):
-        return
-    if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+    """Called once, by ``protocols/__init__.py``: before any compiled module is imported (``actors``
+    imports ``protocols`` first)."""
+    if sources_asked():
         sys.meta_path.insert(0, _Sources())
     elif stale := stale_modules():
         warnings.warn(f"{', '.join(stale)}: not the source compiled, so running the sources of "

@@ -15,7 +15,7 @@ from protocols import compiled
 from tests.conftest import MISSING_DATA, PROJECT_ROOT
 
 HAS_COMPILED = all(compiled.compiled_of(module) for module in compiled.COMPILED)
-PURE_ASKED = os.environ.get(compiled.PURE_PYTHON, "") not in ("", "0")
+PURE_ASKED = compiled.sources_asked()
 
 
 def test_the_install_compiled_every_listed_module_where_a_c_compiler_is_and_the_tests_run_them():
