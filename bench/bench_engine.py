@@ -13,9 +13,12 @@ subscriptions issued, active covering at every broker).
 per message kind a broker handles and, inside that, per routing-table question, the rest
 being the engine and result rows. It times calls with ``perf_counter`` (about a microsecond
 per call added) rather than cProfile, whose per-call overhead inflates short calls and
-numba's dispatch several-fold and so misplaces the time.
+numba's dispatch several-fold and so misplaces the time. A compiled method cannot be timed
+from outside (its callers reach it directly), so ``--where`` runs the pure-Python build, and
+says so: its shares are those of the sources, not of the compiled build.
 """
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -30,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.coordinator import run  # noqa: E402
 from experiments.build import resolve  # noqa: E402
+from protocols.compiled import PURE_PYTHON, running_compiled  # noqa: E402
 
 
 def scenario(operations: int, profile: str, hosts, covering: str = "none") -> dict:
@@ -53,6 +57,9 @@ def main() -> None:
     parser.add_argument("--where", action="store_true", help="profile one hosts-0 zero-cost run instead")
     args = parser.parse_args()
     if args.where:
+        if running_compiled():
+            os.execve(sys.executable, [sys.executable, *sys.argv], os.environ | {PURE_PYTHON: "1"})
+        print("timing the pure-Python build (the compiled build's calls cannot be timed one by one)")
         where_the_time_goes(args.operations, args.covering)
         return
     print(f"{'profile':>8} {'hosts':>5} {'events':>9} {'wall s':>8} {'events/s':>10}")

@@ -116,3 +116,14 @@ def test_tables_pickled_by_one_build_answer_the_same_in_the_other(written_pure):
     assert answers == python(READ_TABLES, pure=written_pure, given=pickled).decode()
     lines = answers.splitlines()  # (IBM's publication misses the first filter, which excludes it)
     assert lines[0].startswith("[0, 2, 3, 4] ") and lines[1].startswith("[4] ") and lines[-1] == "True"
+
+
+def test_where_the_time_goes_times_the_table_questions_whichever_build_is_installed():
+    """``bench_engine.py --where`` times the routing table's questions by wrapping them; compiled,
+    their callers reach them directly and every one would read zero, so it runs the sources."""
+    done = subprocess.run([sys.executable, "bench/bench_engine.py", "--where", "--operations", "200"],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    questions = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in
+                 done.stdout.split("of which routing-table questions")[1].splitlines()[1:] if "calls" in line}
+    assert questions.get("match", 0) > 0 and questions.get("add", 0) > 0, done.stdout
