@@ -13,8 +13,9 @@ by ``git worktree add DIR REV``) and prints the ratio.
 ``--layers`` also keeps each run's profile and prints, per checkout, where an event's
 instructions are: each function's own instructions, differenced between the two sizes, summed
 by the layer its shared object belongs to (CPython, libc, NumPy, numba's call interface, the
-kernels' compiled code, the modules compiled with mypyc, Arrow). Needs ``callgrind_annotate``, which
-comes with valgrind.
+kernels' compiled code, the modules compiled with mypyc, Arrow); and, on the compiled build, who
+asks for them: the engine's loop, the handlers, the tables' methods they call, numba's dispatcher,
+each with all it calls. Needs ``callgrind_annotate``, which comes with valgrind.
 
 Needs valgrind. Under it a run is about 50x slower than natively. Instructions are not time
 (cache misses and numba's kernels weigh differently), so quote a ratio of instructions as such.
@@ -73,17 +74,20 @@ LAYERS = (
 OWN_COST = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(.*?)(?: \[(.*)\])?$")
 
 
-def own_instructions(profile: Path) -> Counter:
-    """Each function's own instructions in a callgrind profile, keyed by (function, object)."""
+def own_instructions(profile: Path, inclusive: bool = False) -> Counter:
+    """Each function's own instructions in a callgrind profile (``inclusive``: with its callees'),
+    keyed by (function, object)."""
     # (--auto=no: no annotated sources, whose call lines would count again; the compiled build's C is there)
-    listing = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", "--auto=no", str(profile)],
-                             capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(["callgrind_annotate", "--threshold=100", f"--inclusive={'yes' if inclusive else 'no'}",
+                              "--auto=no", str(profile)], capture_output=True, text=True, check=True).stdout
     costs: Counter = Counter()
     functions = listing.split("file:function", 1)[-1].splitlines()[1:]
     for line in functions:
         cost = OWN_COST.match(line)
         if cost and line.strip():
-            costs[cost.group(2), cost.group(3) or ""] += int(cost.group(1).replace(",", ""))
+            key = cost.group(2), cost.group(3) or ""
+            instructions = int(cost.group(1).replace(",", ""))
+            costs[key] = max(costs[key], instructions) if inclusive else costs[key] + instructions
     return costs
 
 
@@ -107,6 +111,47 @@ def print_layers(tree: Path, small: Path, large: Path, events: int) -> None:
     print(f"where an event's instructions are, {tree}:")
     for layer, instructions in sorted(layers.items(), key=lambda item: -item[1]):
         print(f"  {layer:<32} {instructions / events:>9,.0f} {100 * instructions / total:6.1f}%")
+
+
+# who asks for an event's instructions, by the compiled build's entry points (mypyc names a function
+# CPyDef_<module>___<Class>___<method>, and CPyPy_... where it is called from Python)
+CALLERS = (
+    ("the engine's run loop", "CPyDef_engine___Engine___run_until"),
+    ("  handling messages (the handlers and what they call)", "CPyDef_engine___Engine____start"),
+    ("  the result rows written (Arrow)", "CPyDef_results___TableWriter___flush"),
+    ("numba's dispatcher: typing, unboxing, kernels, boxing", "Dispatcher_call(Dispatcher*, _object*, _object*)"),
+    ("  of which unboxing, kernels, boxing", "call_cfunc(Dispatcher*, _object*, _object*, _object*, _object*)"),
+)
+TABLE_METHOD = re.compile(r"CPyPy_(routing___RoutingTable|index___FilterIndex|index_storage___IndexStorage)___[a-z]")
+
+
+def by_name(profile: Path) -> Counter:
+    """Each function's inclusive instructions, by its name (listed once per file it is in)."""
+    costs: Counter = Counter()
+    for (function, _), instructions in own_instructions(profile, inclusive=True).items():
+        name = function.rsplit(":", 1)[-1]
+        costs[name] = max(costs[name], instructions)
+    return costs
+
+
+def print_callers(small: Path, large: Path, events: int) -> None:
+    """Per event, the instructions of the compiled build's entry points with all they call: the
+    table methods the (interpreted) handlers call, and the handlers' own share beside them."""
+    difference = by_name(large)
+    difference.subtract(by_name(small))
+    if not difference[CALLERS[0][1]]:
+        print("  (the pure-Python build: its callers are not told apart here)")
+        return
+    tables = sum(n for function, n in difference.items() if TABLE_METHOD.match(function))
+    print("who asks for them (each with all it calls):")
+    for label, function in CALLERS[:2]:
+        print(f"  {label:<56} {difference[function] / events:>9,.0f}")
+    handlers = difference[CALLERS[1][1]] - tables
+    for label, instructions in (("    the tables' methods the handlers call", tables),
+                                ("    the handlers themselves (interpreted), the rest", handlers)):
+        print(f"  {label:<56} {instructions / events:>9,.0f}")
+    for label, function in CALLERS[2:]:
+        print(f"  {label:<56} {difference[function] / events:>9,.0f}")
 
 
 def kernel_cache_stamps(trees: list[Path]) -> dict[Path, int]:
@@ -138,8 +183,9 @@ def main() -> None:
         if args.layers:
             for tree in trees:
                 (small_events, _), (large_events, _) = counted[tree, sizes[0]], counted[tree, sizes[1]]
-                print_layers(tree, Path(profile[tree, sizes[0]]), Path(profile[tree, sizes[1]]),
-                             large_events - small_events)
+                small_profile, large_profile = Path(profile[tree, sizes[0]]), Path(profile[tree, sizes[1]])
+                print_layers(tree, small_profile, large_profile, large_events - small_events)
+                print_callers(small_profile, large_profile, large_events - small_events)
 
 
 def count(runs: list[tuple[Path, int]], covering: str, profile: dict) -> dict:
