@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.coordinator import run  # noqa: E402
 from experiments.build import resolve  # noqa: E402
-from protocols.compiled import PURE_PYTHON, running_compiled  # noqa: E402
+from protocols.compiled import PURE_PYTHON, build_name, running_compiled  # noqa: E402
 
 
 def scenario(operations: int, profile: str, hosts, covering: str = "none") -> dict:
@@ -62,6 +62,7 @@ def main() -> None:
         print("timing the pure-Python build (the compiled build's calls cannot be timed one by one)")
         where_the_time_goes(args.operations, args.covering)
         return
+    print(f"build: {build_name()}")
     print(f"{'profile':>8} {'hosts':>5} {'events':>9} {'wall s':>8} {'events/s':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for profile in args.profiles.split(","):
@@ -73,7 +74,8 @@ def main() -> None:
                       f"{manifest['events_per_s']:>10,.0f}", flush=True)
 
 
-INDEX_QUESTIONS = ("match", "intersecting_slots", "intersected_by_slots", "covering", "covered_by", "add", "remove")
+INDEX_QUESTIONS = ("match", "intersecting_slots", "intersected_by_slots", "covering", "is_covered", "covered_by", "add",
+                   "remove")
 
 
 def where_the_time_goes(operations: int, covering: str) -> None:

@@ -6,7 +6,11 @@ executes do not. This runs ``bench_engine.py``'s workload (hosts 0, zero costs) 
 valgrind's callgrind at two sizes and reports the instructions per broker event from the
 difference between them, so start-up, imports and loading numba's kernels cancel out. With
 ``--vs DIR`` it measures another checkout of the project the same way (for example one made
-by ``git worktree add DIR REV``) and prints the ratio.
+by ``git worktree add DIR REV``) and prints the ratio. Both must run the same build: a new worktree
+has no compiled modules (``python setup.py build_ext --inplace`` there compiles them), and an
+edited checkout runs its sources until compiled again; the script names each checkout's build
+and refuses to compare two different ones (code from before the compiled build has its sources
+only, and is compared as it is). ``PUBSUB_EMU_PURE_PYTHON=1`` compares the sources.
 
     python bench/bench_instructions.py [--covering active] [--operations 1000,3000] [--vs DIR] [--layers]
 
@@ -37,6 +41,10 @@ import tempfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from protocols.compiled import PURE_PYTHON  # noqa: E402
 
 HERE = Path(__file__).resolve().parent.parent
 COLLECTED = re.compile(r"Collected : (\d+)")
@@ -154,6 +162,23 @@ def print_callers(small: Path, large: Path, events: int) -> None:
         print(f"  {label:<56} {difference[function] / events:>9,.0f}")
 
 
+UNNAMED = "code from before the compiled build (its sources only), which the ratio compares as it is"
+
+
+def builds_differ(builds: list[str]) -> bool:
+    """Whether the checkouts run different builds (code that does not name its build is compared as it is)."""
+    return len(set(builds)) > 1 and UNNAMED not in builds
+
+
+def warm_up(tree: Path, operations: int, covering: str) -> str:
+    """Runs the workload once outside valgrind (numba compiles into the checkout's cache there);
+    the build it ran on, as ``bench_engine.py`` names it."""
+    done = subprocess.run(engine_command(tree, operations, covering), capture_output=True, text=True, check=True,
+                          env=PORTABLE_KERNELS)
+    return next((line.removeprefix("build: ") for line in done.stdout.splitlines() if line.startswith("build: ")),
+                UNNAMED)
+
+
 def kernel_cache_stamps(trees: list[Path]) -> dict[Path, int]:
     """When each kernel's cache index in the checkouts was last written (numba rewrites it when it compiles)."""
     return {path: path.stat().st_mtime_ns for tree in trees for path in (tree / "protocols").glob("**/*.nbi")}
@@ -172,9 +197,13 @@ def main() -> None:
     if len(sizes) != 2 or not 0 < sizes[0] < sizes[1]:
         parser.error(f"--operations: two sizes, the smaller first (got {args.operations!r})")
     trees = [HERE] + ([args.vs.resolve()] if args.vs else [])
-    for tree in trees:  # numba compiles into each checkout's cache once, outside the counted runs
-        subprocess.run(engine_command(tree, sizes[1], args.covering), capture_output=True, check=True,
-                       env=PORTABLE_KERNELS)
+    builds = {tree: warm_up(tree, sizes[1], args.covering) for tree in trees}
+    for tree, build in builds.items():
+        print(f"{tree}: {build}")
+    if builds_differ(list(builds.values())):
+        sys.exit("bench_instructions: the checkouts run different builds, so their ratio would be mostly that; "
+                 "compile the other in place (`python setup.py build_ext --inplace` there) or compare the "
+                 f"pure-Python builds ({PURE_PYTHON}=1)")
     with tempfile.TemporaryDirectory(prefix="bench_instructions-") as kept:
         runs = [(tree, n) for tree in trees for n in sizes]
         profile = {run: f"{kept}/{number}.out" if args.layers else "/dev/null" for number, run in enumerate(runs)}

@@ -17,19 +17,6 @@ from pathlib import Path
 from protocols.errors import InputError
 
 
-def _build() -> str:
-    """Which build ran this process's hosts (setup.py, protocols/compiled.py)."""
-    from protocols.compiled import PURE_PYTHON, running_compiled, sources_asked, stale_modules
-
-    if running_compiled():
-        return "compiled build"
-    if sources_asked():
-        return f"pure-Python build ({PURE_PYTHON} is set)"
-    if stale_modules():
-        return "pure-Python build (sources changed since compiled: pip install -e . compiles them again)"
-    return "pure-Python build (nothing compiled at install: it needs a C compiler; about 1.2x slower)"
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pubsub-emu", description="Content-based pub/sub routing emulator on Ray")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -163,6 +150,7 @@ def _stop_run(number: int, frame) -> None:
 def _run(args) -> int:
     from actors.coordinator import resume, run, stop_reason
     from experiments.build import resolve
+    from protocols.compiled import build_name
 
     if args.resume is not None:
         if args.scenario is not None or args.out is not None or args.overrides:
@@ -188,7 +176,7 @@ def _run(args) -> int:
     rate = manifest.get("events_per_s", 0)
     where = "in-process" if manifest["hosts"] == 0 else f"on {manifest['hosts']} host(s)"
     print(f"{manifest['events']} messages over {manifest['sim_end_us'] / 1e6:.3f} s simulated in "
-          f"{manifest['wall_s']:.1f} s wall ({rate:,.0f} events/s) {where}, {_build()}", file=sys.stderr)
+          f"{manifest['wall_s']:.1f} s wall ({rate:,.0f} events/s) {where}, {build_name()}", file=sys.stderr)
     print(run_dir)
     return 0
 
@@ -204,6 +192,7 @@ def _validate(args) -> int:
 
 def _validate_one(path: Path, overrides: list[str], stats: bool, stats_at: list[float]) -> None:
     from experiments.build import resolve
+    from protocols.compiled import build_name
 
     spec = resolve(path, overrides)
     duration = "until idle" if spec.duration_us is None else f"{spec.duration_us / 1e6:g} s"

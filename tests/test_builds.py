@@ -127,3 +127,20 @@ def test_where_the_time_goes_times_the_table_questions_whichever_build_is_instal
     questions = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in
                  done.stdout.split("of which routing-table questions")[1].splitlines()[1:] if "calls" in line}
     assert questions.get("match", 0) > 0 and questions.get("add", 0) > 0, done.stdout
+
+
+def test_the_engine_benchmark_names_its_build_and_instruction_counts_refuse_to_compare_two(monkeypatch):
+    """A ratio of instructions between a compiled checkout and a pure-Python one (a new worktree,
+    or an edited checkout) would be mostly the build's: the engine benchmark names the build it
+    ran, and the instruction counts refuse two different ones."""
+    done = subprocess.run([sys.executable, "bench/bench_engine.py", "--operations", "20", "--hosts", "0",
+                           "--profiles", "zero"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[0] == f"build: {compiled.build_name()}"
+    monkeypatch.syspath_prepend(str(PROJECT_ROOT / "bench"))
+    import bench_instructions
+
+    pure = "pure-Python build (PUBSUB_EMU_PURE_PYTHON is set)"
+    assert bench_instructions.builds_differ(["compiled build", pure])
+    assert not bench_instructions.builds_differ([pure, pure])
+    assert not bench_instructions.builds_differ(["compiled build", bench_instructions.UNNAMED])
