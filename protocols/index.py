@@ -80,15 +80,8 @@ class FilterIndex(QueryEngine):
         self._reencode_strings()
         if self._stale_buckets:
             self._lay_out_buckets()
-        arena, rows, residual_lines, columns, buckets = (self._arena, self._rows, self._residual_lines,
-                                                         self._columns, self._buckets)
         out, room, found, local, groups, checks, cells = kernels.match(
-            points, self._attribute_of_number, self._interval_of, buckets.lines, buckets.start, buckets.length,
-            *columns.views, self._blocks.start, arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines,
-            rows.lines, rows.start, rows.length, residual_lines.lines, residual_lines.start, residual_lines.length,
-            self._conditions.evaluate(publication.items), self._query_set, self._query_lo, self._query_hi,
-            self._query_bits, self._slot_marks, self._owner, self._group, exclude, self._group_seen,
-        )
+            points, self._kernel_tables(), self._conditions.evaluate(publication.items), exclude)
         self._count("match", cells)
         self.work.residual_checks += checks
         return Match(out[:found], out[2 * room : 2 * room + groups].tolist(), out[room : room + local])

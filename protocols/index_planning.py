@@ -14,6 +14,32 @@ from .index_storage import IndexStorage, Probes
 class QueryEngine(IndexStorage):
     """A ``FilterIndex``'s query plans over its storage."""
 
+    # the arrays the kernels read, and the ``kernels.Tables`` holding them (``_kernel_tables``; not pickled)
+    _tables_arrays: tuple = ()
+    _tables: object = None
+
+    def _kernel_tables(self) -> object:
+        """The arrays the kernels' questions read, as one ``kernels.Tables``, made again when the
+        table has replaced one of them (grown, laid out again)."""
+        arena, rows, residual_lines, buckets, blocks = (self._arena, self._rows, self._residual_lines, self._buckets,
+                                                        self._blocks)
+        arrays = (self._attribute_of_number, self._interval_of, buckets.lines, buckets.start, buckets.length,
+                  *self._columns.views, blocks.start, arena.slots, arena.lo, arena.hi, arena.bits, blocks.lines,
+                  rows.lines, rows.start, rows.length, residual_lines.lines, residual_lines.start,
+                  residual_lines.length, self._unsat, self._query_set, self._query_lo, self._query_hi,
+                  self._query_bits, self._slot_marks, self._slot_counts, self._slot_flagged, self._owner,
+                  self._group, self._group_seen)
+        held = self._tables_arrays
+        if len(held) != len(arrays) or any(array is not kept for array, kept in zip(arrays, held)):
+            self._tables_arrays, self._tables = arrays, kernels.tables_of(*arrays)
+        return self._tables
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_tables_arrays", None)
+        state.pop("_tables", None)
+        return state
+
     # ------------------------------------------------------------------ the query engine
 
     def _probe(self, probes: Probes, test: int, family: str, target: int | None):
@@ -28,14 +54,8 @@ class QueryEngine(IndexStorage):
         self._reencode_strings()  # (after the caller encoded the query: its words may renumber the codes)
         if self._stale_buckets:
             self._lay_out_buckets()
-        arena, rows, buckets = self._arena, self._rows, self._buckets
-        answer, cells = kernels.ask(
-            test, -1 if target is None else target, probes.rows, self._attribute_of_number, self._interval_of,
-            buckets.lines, buckets.start, buckets.length, *self._columns.views, self._blocks.start,
-            arena.slots, arena.lo, arena.hi, arena.bits, self._blocks.lines, rows.lines, rows.start, rows.length,
-            self._unsat, 0.0 if target is None else self._row_width(), self._query_set, self._query_lo,
-            self._query_hi, self._query_bits, self._slot_marks, self._slot_counts, self._slot_flagged,
-        )
+        answer, cells = kernels.ask(test, -1 if target is None else target, probes.rows, self._kernel_tables(),
+                                    0.0 if target is None else self._row_width())
         self._count(family, cells)
         return answer[0], answer[1]
 

@@ -513,7 +513,7 @@ class _Columns:
         self._view()
 
     def _view(self) -> None:
-        # in the order ``kernels.match``, ``kernels.append_cells`` and ``kernels.remove_cells`` take them
+        # in the order ``kernels.tables_of``, ``kernels.append_cells`` and ``kernels.remove_cells`` take them
         view = {name: np.frombuffer(getattr(self, name), np.int64) for name in self.FIELDS + ("place_size",)}
         self.views = tuple(view[name] for name in ("place_size", "start", "size", "sorted", "blocks"))
         self.upkeep_views = tuple(view[name] for name in ("start", "capacity", "size", "place_size"))

@@ -26,7 +26,8 @@ per-slot ``group`` (a routing table's last hop): the distinct non-negative group
 ``exclude``, and the entries of group -1 (local subscribers).
 """
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.experimental import structref
 
 LO_OPEN, HI_OPEN, RESIDUAL = 1, 2, 4
 POINT, CONTAINS, WITHIN, OVERLAP = 0, 1, 2, 3
@@ -319,7 +320,7 @@ def _add_segments(segments, n, place, both, lo, hi, bits, column_start, column_s
 
 
 @njit(cache=True, nogil=True)
-def ask(test, target, probes, attribute_of_number, interval_of, buckets, bucket_start, bucket_len,
+def _ask(test, target, probes, attribute_of_number, interval_of, buckets, bucket_start, bucket_len,
         place_size, column_start, column_size, column_sorted, column_blocks, block_start,
         slots, lo, hi, bits, blocks, rows, row_start, row_len, unsat, row_width,
         query_set, query_lo, query_hi, query_bits, marks, counts, flagged):
@@ -503,7 +504,7 @@ def _match_plan(points, place_size, column_start, column_size, column_sorted, co
 
 
 @njit(cache=True, nogil=True)
-def match(publication_points, attribute_of_number, interval_of, buckets, bucket_start, bucket_len,
+def _match(publication_points, attribute_of_number, interval_of, buckets, bucket_start, bucket_len,
           place_size, column_start, column_size, column_sorted, column_blocks, block_start,
           slots, lo, hi, bits, blocks, rows, row_start, row_len, residuals, residual_start, residual_len,
           condition_true, query_set, query_lo, query_hi, query_bits, marks, owner, group, exclude, group_seen):
@@ -579,6 +580,72 @@ def match(publication_points, attribute_of_number, interval_of, buckets, bucket_
             out_groups[groups] = g
             groups += 1
     return out, room, found, local, groups, checks, cells
+
+
+@structref.register
+class _TablesType(types.StructRef):
+    pass
+
+
+class Tables(structref.StructRefProxy):
+    """A table's arrays that ``ask`` and ``match`` read, as one argument: numba's call costs
+    about 690 instructions per array argument, most of a small question's call (bench/LOG.md,
+    session 69). It holds the arrays themselves (their contents change in place), so a table
+    makes a new one when it replaces one of them (``tables_of``)."""
+
+    __slots__ = ()
+
+
+structref.define_boxing(_TablesType, Tables)
+_I64, _I32, _U8, _F64 = types.int64[::1], types.int32[::1], types.uint8[::1], types.float64[::1]
+_LINES = types.float64[:, ::1]
+_TABLES = _TablesType([
+    ("attribute_of_number", _I64), ("interval_of", _I64), ("buckets", _LINES), ("bucket_start", _I64),
+    ("bucket_len", _I64), ("place_size", _I64), ("column_start", _I64), ("column_size", _I64),
+    ("column_sorted", _I64), ("column_blocks", _I64), ("block_start", _I64), ("slots", _I32), ("lo", _F64),
+    ("hi", _F64), ("bits", _U8), ("blocks", _LINES), ("rows", _LINES), ("row_start", _I64), ("row_len", _I64),
+    ("residuals", _LINES), ("residual_start", _I64), ("residual_len", _I64), ("unsat", types.bool_[::1]),
+    ("query_set", _U8), ("query_lo", _F64), ("query_hi", _F64), ("query_bits", _U8), ("marks", _U8),
+    ("counts", _I32), ("flagged", _U8), ("owner", _I64), ("group", _I32), ("group_seen", _U8),
+])
+
+
+@njit(cache=True, nogil=True)
+def tables_of(attribute_of_number, interval_of, buckets, bucket_start, bucket_len, place_size, column_start,
+              column_size, column_sorted, column_blocks, block_start, slots, lo, hi, bits, blocks, rows, row_start,
+              row_len, residuals, residual_start, residual_len, unsat, query_set, query_lo, query_hi, query_bits,
+              marks, counts, flagged, owner, group, group_seen):
+    """The ``Tables`` of these arrays (in the order of the fields above)."""
+    t = structref.new(_TABLES)
+    t.attribute_of_number, t.interval_of, t.buckets = attribute_of_number, interval_of, buckets
+    t.bucket_start, t.bucket_len, t.place_size = bucket_start, bucket_len, place_size
+    t.column_start, t.column_size, t.column_sorted = column_start, column_size, column_sorted
+    t.column_blocks, t.block_start, t.slots, t.lo, t.hi, t.bits = column_blocks, block_start, slots, lo, hi, bits
+    t.blocks, t.rows, t.row_start, t.row_len = blocks, rows, row_start, row_len
+    t.residuals, t.residual_start, t.residual_len, t.unsat = residuals, residual_start, residual_len, unsat
+    t.query_set, t.query_lo, t.query_hi, t.query_bits = query_set, query_lo, query_hi, query_bits
+    t.marks, t.counts, t.flagged, t.owner, t.group, t.group_seen = marks, counts, flagged, owner, group, group_seen
+    return t
+
+
+@njit(cache=True, nogil=True)
+def ask(test, target, probes, t, row_width):
+    """``_ask`` of a table's ``Tables``."""
+    return _ask(test, target, probes, t.attribute_of_number, t.interval_of, t.buckets, t.bucket_start,
+                t.bucket_len, t.place_size, t.column_start, t.column_size, t.column_sorted, t.column_blocks,
+                t.block_start, t.slots, t.lo, t.hi, t.bits, t.blocks, t.rows, t.row_start, t.row_len, t.unsat,
+                row_width, t.query_set, t.query_lo, t.query_hi, t.query_bits, t.marks, t.counts, t.flagged)
+
+
+@njit(cache=True, nogil=True)
+def match(publication_points, t, condition_true, exclude):
+    """``_match`` of a table's ``Tables``, for a publication whose string conditions are
+    ``condition_true``."""
+    return _match(publication_points, t.attribute_of_number, t.interval_of, t.buckets, t.bucket_start,
+                  t.bucket_len, t.place_size, t.column_start, t.column_size, t.column_sorted, t.column_blocks,
+                  t.block_start, t.slots, t.lo, t.hi, t.bits, t.blocks, t.rows, t.row_start, t.row_len,
+                  t.residuals, t.residual_start, t.residual_len, condition_true, t.query_set, t.query_lo,
+                  t.query_hi, t.query_bits, t.marks, t.owner, t.group, exclude, t.group_seen)
 
 
 @njit(cache=True, nogil=True)
