@@ -9,8 +9,8 @@ difference between them, so start-up, imports and loading numba's kernels cancel
 by ``git worktree add DIR REV``) and prints the ratio. Both must run the same build: a new worktree
 has no compiled modules (``python setup.py build_ext --inplace`` there compiles them), and an
 edited checkout runs its sources until compiled again; the script names each checkout's build
-and refuses to compare two different ones (code from before the compiled build has its sources
-only, and is compared as it is). ``PUBSUB_EMU_PURE_PYTHON=1`` compares the sources.
+and refuses to compare two different ones (a checkout older than that naming is compared as it
+is). ``PUBSUB_EMU_PURE_PYTHON=1`` compares the sources.
 
     python bench/bench_instructions.py [--covering active] [--operations 1000,3000] [--vs DIR] [--layers]
 
@@ -162,7 +162,7 @@ def print_callers(small: Path, large: Path, events: int) -> None:
         print(f"  {label:<56} {difference[function] / events:>9,.0f}")
 
 
-UNNAMED = "code from before the compiled build (its sources only), which the ratio compares as it is"
+UNNAMED = "not named (its bench_engine.py is older than the line naming it), compared as it is"
 
 
 def builds_differ(builds: list[str]) -> bool:
