@@ -321,9 +321,9 @@ def _add_segments(segments, n, place, both, lo, hi, bits, column_start, column_s
 
 @njit(cache=True, nogil=True)
 def _ask(test, target, probes, attribute_of_number, interval_of, buckets, bucket_start, bucket_len,
-        place_size, column_start, column_size, column_sorted, column_blocks, block_start,
-        slots, lo, hi, bits, blocks, rows, row_start, row_len, unsat, row_width,
-        query_set, query_lo, query_hi, query_bits, marks, counts, flagged):
+         place_size, column_start, column_size, column_sorted, column_blocks, block_start,
+         slots, lo, hi, bits, blocks, rows, row_start, row_len, unsat, row_width,
+         query_set, query_lo, query_hi, query_bits, marks, counts, flagged):
     """The entries answering a question other than matching, in slot order, planned here from
     the query's ``probes`` (see ``_probed_places``) and the table's places and columns.
 
@@ -505,9 +505,9 @@ def _match_plan(points, place_size, column_start, column_size, column_sorted, co
 
 @njit(cache=True, nogil=True)
 def _match(publication_points, attribute_of_number, interval_of, buckets, bucket_start, bucket_len,
-          place_size, column_start, column_size, column_sorted, column_blocks, block_start,
-          slots, lo, hi, bits, blocks, rows, row_start, row_len, residuals, residual_start, residual_len,
-          condition_true, query_set, query_lo, query_hi, query_bits, marks, owner, group, exclude, group_seen):
+           place_size, column_start, column_size, column_sorted, column_blocks, block_start,
+           slots, lo, hi, bits, blocks, rows, row_start, row_len, residuals, residual_start, residual_len,
+           condition_true, query_set, query_lo, query_hi, query_bits, marks, owner, group, exclude, group_seen):
     """The entries matching a publication, in slot order: its probes are planned here from its
     points (``_known_points``) and the table's places and columns (``_match_plan``). A disjunctive entry's
     disjuncts have slots of their own, ``owner`` maps them to the entry's slot (every other

@@ -530,3 +530,29 @@ def test_a_pickled_table_keeps_each_slots_columns_free_slots_and_disjunctions_in
     pub = parse_publication("[x,0],[y,7],[z,2]")
     assert restored.matching(pub) == index.matching(pub) == [2, 4]
     assert restored._columns_of == index._columns_of
+
+
+def test_one_table_answers_exactly_while_its_arrays_are_replaced_between_questions():
+    """The kernels read a table's arrays through one struct (``kernels.Tables``), made again when
+    the table replaces an array: here it grows its slots, arena and rows, meets new attributes
+    and values, and compacts its arena after a mass removal, with a question before and after each."""
+    index, live = FilterIndex(), {}
+    probe_filter, pub = parse_filter("[x,>=,10],[x,<,60]"), parse_publication("[x,30],[y,5],[k,'v7']")
+
+    def answers_exactly() -> object:
+        assert index.matching(pub) == sorted(k for k, f in live.items() if matches(f, pub))
+        assert sorted(index.covered_by(probe_filter)) == sorted(k for k, f in live.items() if covers(probe_filter, f))
+        return index._tables
+
+    held = [answers_exactly()]
+    for size in (40, 400, 4000):  # (each past the room the last left)
+        for n in range(len(live), size):
+            f = parse_filter(f"[x,>=,{n % 50}],[x,<,{n % 50 + 20}]" if n % 3 else f"[y,<,{n % 9}],[k,eq,'v{n % 11}']")
+            index.add(n, f)
+            live[n] = f
+        held.append(answers_exactly())
+    for n in list(live)[: len(live) - 100]:  # under an eighth of the arena's cells left: it compacts
+        index.remove(n)
+        del live[n]
+    held.append(answers_exactly())
+    assert len({id(tables) for tables in held}) == len(held), "the struct was not made again where arrays grew"
