@@ -126,7 +126,7 @@ def print_layers(tree: Path, small: Path, large: Path, events: int) -> None:
 CALLERS = (
     ("the engine's run loop", "CPyDef_engine___Engine___run_until"),
     ("  handling messages (the handlers and what they call)", "CPyDef_engine___Engine____start"),
-    ("  the result rows written (Arrow)", "CPyDef_results___TableWriter___flush"),
+    ("the result rows written after each window (Arrow)", "CPyDef_results___TableWriter___flush"),
     ("numba's dispatcher: typing, unboxing, kernels, boxing", "Dispatcher_call(Dispatcher*, _object*, _object*)"),
     ("  of which unboxing, kernels, boxing", "call_cfunc(Dispatcher*, _object*, _object*, _object*, _object*)"),
 )
