@@ -192,7 +192,6 @@ def _validate(args) -> int:
 
 def _validate_one(path: Path, overrides: list[str], stats: bool, stats_at: list[float]) -> None:
     from experiments.build import resolve
-    from protocols.compiled import build_name
 
     spec = resolve(path, overrides)
     duration = "until idle" if spec.duration_us is None else f"{spec.duration_us / 1e6:g} s"
