@@ -21,7 +21,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.coordinator import run  # noqa: E402
-from protocols.compiled import running_compiled  # noqa: E402
+from protocols.compiled import build_name  # noqa: E402
 from actors.results import STREAMED, read_table  # noqa: E402
 from experiments.build import resolve  # noqa: E402
 
@@ -90,7 +90,7 @@ def main() -> None:
         print("identical" if not differing else f"{len(differing)} tables differ")
         sys.exit(1 if differing else 0)
     result = fingerprint(set(filter(None, args.only.split(","))))
-    print(f"build: {'compiled' if running_compiled() else 'pure Python'}")
+    print(f"build: {build_name()}")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
 
