@@ -23,10 +23,10 @@ class QueryEngine(IndexStorage):
         table has replaced one of them (grown, laid out again)."""
         arena, rows, residual_lines, buckets, blocks = (self._arena, self._rows, self._residual_lines, self._buckets,
                                                         self._blocks)
-        arrays = (self._attribute_of_number, self._interval_of, buckets.lines, buckets.start, buckets.length,
-                  *self._columns.views, blocks.start, arena.slots, arena.lo, arena.hi, arena.bits, blocks.lines,
-                  rows.lines, rows.start, rows.length, residual_lines.lines, residual_lines.start,
-                  residual_lines.length, self._unsat, self._query_set, self._query_lo, self._query_hi,
+        arrays = (self._attribute_of_number, self._interval_of, buckets.lines, buckets.starts, buckets.lengths,
+                  *self._columns.views, blocks.starts, arena.slots, arena.lo, arena.hi, arena.bits, blocks.lines,
+                  rows.lines, rows.starts, rows.lengths, residual_lines.lines, residual_lines.starts,
+                  residual_lines.lengths, self._unsat, self._query_set, self._query_lo, self._query_hi,
                   self._query_bits, self._slot_marks, self._slot_counts, self._slot_flagged, self._owner,
                   self._group, self._group_seen)
         held = self._tables_arrays

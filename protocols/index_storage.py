@@ -262,32 +262,46 @@ class _Lines:
     together: the kernel reads ``lines[start[slot] : start[slot] + length[slot]]`` from one or
     two cache lines. Rows of cells are (lo, hi, attribute id * 8 + bits); residual lines are
     (attribute id, kind, excluded number or condition id); cell offsets are, per line of a
-    row, the offset of that cell in its column."""
+    row, the offset of that cell in its column.
+
+    ``start`` and ``length`` are ``array.array``s, written a slot at a time from Python (a NumPy
+    array's item costs three times as much there: bench/LOG.md, session 70); the kernels and the
+    whole-array steps read them through NumPy views of the same memory, ``starts`` and
+    ``lengths``, made again when they grow (by copying: a viewed array cannot grow in place)."""
 
     def __init__(self, width: int = 3, dtype=np.float64, capacity: int = 64) -> None:
         self.width = width
         self._hold(np.zeros(width * capacity, dtype))
         self.used = 0
         self.garbage = 0
-        self.start = np.zeros(8, np.int64)
-        self.length = np.zeros(8, np.int64)
+        self._hold_slots(array.array("q", bytes(64)), array.array("q", bytes(64)))
 
     def _hold(self, flat: np.ndarray) -> None:
         """Keep the lines in ``flat``, and ``lines``, a view of it as rows (made once: every kernel
         call reads it)."""
         self.flat = flat
+        self.flat_size = len(flat)
         self.lines = flat.reshape(-1, self.width)
 
-    def __getstate__(self) -> dict:  # without the view (pickled, it would be a copy)
-        return {name: value for name, value in attributes_of(self).items() if name != "lines"}
+    def _hold_slots(self, start: array.array, length: array.array) -> None:
+        self.start, self.length = start, length
+        self.starts, self.lengths = np.frombuffer(start, np.int64), np.frombuffer(length, np.int64)
+
+    def __getstate__(self) -> dict:  # without the views (pickled, they would be copies)
+        views = ("lines", "starts", "lengths", "flat_size")
+        return {name: value for name, value in attributes_of(self).items() if name not in views}
 
     def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        start, length = state.pop("start"), state.pop("length")
         set_attributes(self, state)
         self._hold(self.flat)
+        if isinstance(start, np.ndarray):  # a checkpoint written while they were NumPy arrays
+            start, length = (array.array("q", values.astype(np.int64).tobytes()) for values in (start, length))
+        self._hold_slots(start, length)
 
     def grow_slots(self, size: int) -> None:
-        self.start = _grown(self.start, size, len(self.start))
-        self.length = _grown(self.length, size, len(self.length))
+        self._hold_slots(_grown_slots(self.start, size), _grown_slots(self.length, size))
 
     def store(self, slot: int, flat_lines) -> None:
         """Give ``slot`` the lines given as a flat list of values (replacing its old ones)."""
@@ -300,11 +314,11 @@ class _Lines:
         """Give ``slot`` room for ``count`` lines in place of its old ones; the first of them."""
         self.release(slot)
         width = self.width
-        if width * (self.used + count) > len(self.flat):
+        if width * (self.used + count) > self.flat_size:
             if self.garbage > self.used // 2:
                 self._compact()
-            if width * (self.used + count) > len(self.flat):
-                self._hold(_grown(self.flat, max(2 * len(self.flat), width * (self.used + count)), width * self.used))
+            if width * (self.used + count) > self.flat_size:
+                self._hold(_grown(self.flat, max(2 * self.flat_size, width * (self.used + count)), width * self.used))
         first = self.start[slot] = self.used
         self.length[slot] = count
         self.used += count
@@ -318,21 +332,28 @@ class _Lines:
         self.store(slot, np.concatenate((flat[width * start : split], line, flat[split : width * (start + length)])))
 
     def release(self, slot: int) -> None:
-        self.garbage += self.length.item(slot)
+        self.garbage += self.length[slot]
         self.length[slot] = 0
 
     def _compact(self) -> None:
         """Copy the lines of every slot that has some into the store's front, in slot order."""
-        live = np.flatnonzero(self.length)
-        lengths = self.length[live]
+        live = np.flatnonzero(self.lengths)
+        lengths = self.lengths[live]
         starts = np.cumsum(lengths) - lengths
-        lines = np.repeat(self.start[live] - starts, lengths) + np.arange(lengths.sum())
+        lines = np.repeat(self.starts[live] - starts, lengths) + np.arange(lengths.sum())
         kept = self.lines[lines].ravel()
-        flat = np.zeros(max(len(self.flat), 2 * len(kept)), self.flat.dtype)
+        flat = np.zeros(max(self.flat_size, 2 * len(kept)), self.flat.dtype)
         flat[: len(kept)] = kept
         self._hold(flat)
-        self.start[live] = starts
+        self.starts[live] = starts
         self.used, self.garbage = len(lines), 0
+
+
+def _grown_slots(values: array.array, size: int) -> array.array:
+    """A zeroed copy of ``values`` with room for ``size`` items, its items kept."""
+    grown = array.array("q", bytes(8 * size))
+    grown[: len(values)] = values
+    return grown
 
 
 class _Conditions:
@@ -725,7 +746,7 @@ class IndexStorage:
         row_columns = self._columns_of[slot]
         if row_columns:
             offsets, columns, arena = self._offsets, self._columns, self._arena
-            kernels.remove_cells(slot, np.frombuffer(row_columns, np.int32), offsets.flat, offsets.start,
+            kernels.remove_cells(slot, np.frombuffer(row_columns, np.int32), offsets.flat, offsets.starts,
                                  *columns.removal_views, arena.slots, arena.lo, arena.hi, arena.bits, arena.line)
             place_attribute = columns.place_attribute
             for column in row_columns:
@@ -870,7 +891,7 @@ class IndexStorage:
             values = getattr(arena, name)
             values[start:end] = values[order]
         offsets = self._offsets
-        offsets.flat[offsets.start[arena.slots[start:end]] + arena.line[start:end]] = np.arange(len(order))
+        offsets.flat[offsets.starts[arena.slots[start:end]] + arena.line[start:end]] = np.arange(len(order))
         columns.size[column], columns.dead[column] = len(order), 0
         if columns.blocks[column] >= 0:
             self._blocks.release(columns.blocks[column])
