@@ -20,7 +20,10 @@ class QueryEngine(IndexStorage):
 
     def _kernel_tables(self) -> object:
         """The arrays the kernels' questions read, as one ``kernels.Tables``, made again when the
-        table has replaced one of them (grown, laid out again)."""
+        table has replaced one of them (grown, laid out again). Gathered anew only after a change:
+        gathering them costs as much as a small question's kernel call (bench/LOG.md, session 70)."""
+        if self._arrays_gathered:
+            return self._tables
         arena, rows, residual_lines, buckets, blocks = (self._arena, self._rows, self._residual_lines, self._buckets,
                                                         self._blocks)
         arrays = (self._attribute_of_number, self._interval_of, buckets.lines, buckets.starts, buckets.lengths,
@@ -32,12 +35,14 @@ class QueryEngine(IndexStorage):
         held = self._tables_arrays
         if len(held) != len(arrays) or any(array is not kept for array, kept in zip(arrays, held)):
             self._tables_arrays, self._tables = arrays, kernels.tables_of(*arrays)
+        self._arrays_gathered = True
         return self._tables
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
         state.pop("_tables_arrays", None)
         state.pop("_tables", None)
+        state.pop("_arrays_gathered", None)
         return state
 
     # ------------------------------------------------------------------ the query engine

@@ -578,6 +578,9 @@ class _Attribute:
 class IndexStorage:
     """The slots, columns and rows of a ``FilterIndex`` and their upkeep."""
 
+    # False once the arrays the kernels read may have been replaced (grown, laid out again) since
+    # the query engine last gathered them (``QueryEngine._kernel_tables``): set by every change
+    _arrays_gathered: bool = False
 
     def __init__(self, work: Work | None = None, vocabulary: Vocabulary | None = None) -> None:
         self.work = work if work is not None else Work()
@@ -645,6 +648,7 @@ class IndexStorage:
     def add(self, key: Key, f: Filter) -> None:
         if key in self._slot_of:
             raise KeyError(f"{key!r} is already in the index")
+        self._arrays_gathered = False
         self.work.inserts += 1
         self.work.insert_entries += len(self._slot_of)
         slot = self._new_slot()
@@ -735,6 +739,7 @@ class IndexStorage:
 
     def remove(self, key: Key) -> Filter:
         slot = self._slot_of.pop(key)
+        self._arrays_gathered = False
         f = self._filters[slot]
         for part in self._parts.pop(slot, ()):
             self._release(part)
@@ -813,6 +818,7 @@ class IndexStorage:
     def _lay_out_buckets(self) -> None:
         """The lines (code, place) of the buckets of the stale attributes (whose codes changed, or
         too many values to keep line by line), in value order (that is code order)."""
+        self._arrays_gathered = False
         for attribute in self._stale_buckets:
             buckets = attribute.buckets
             self._buckets.store(attribute.id, [x for value in attribute.values
@@ -960,6 +966,7 @@ class IndexStorage:
     def _reencode_strings(self) -> None:
         if self._encoded_version == self.vocabulary.version:
             return
+        self._arrays_gathered = False
         arena, rows, lines = self._arena, self._rows, self._rows.lines
         for slot in range(self._slots):
             if not self._columns_of[slot]:  # a free slot or a disjunctive entry's (its parts hold its cells)

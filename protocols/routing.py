@@ -73,6 +73,7 @@ class RoutingTable(FilterIndex):
     def set_neighbors(self, neighbors: list[str]) -> None:
         """Rewire to ``neighbors`` (sorted names): per-neighbour columns and last hops follow
         their neighbour's name; a dropped neighbour must have no entries left."""
+        self._arrays_gathered = False
         where = {name: i for i, name in enumerate(neighbors)}
         moved = np.array([where.get(name, -1) for name in self.neighbors], np.int32)
         from_hop = self._group >= 0

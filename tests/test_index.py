@@ -209,6 +209,27 @@ def test_a_table_whose_line_runs_were_pickled_as_numpy_arrays_answers_after_unpi
             (k for k, f in filters.items() if matches(f, publication)), key=restored._slot_of.__getitem__), text
 
 
+def test_a_table_answers_exactly_while_another_renumbers_their_vocabulary_between_questions():
+    """Between two questions a table may change without being changed: another table sharing its
+    vocabulary squeezes in words until the codes are renumbered, and this one lays its string
+    buckets out anew before its next question (their store compacts, a new array). The kernels'
+    struct must be made again then, not only after an ``add`` or a ``remove``."""
+    vocabulary = Vocabulary()
+    index, other = FilterIndex(vocabulary=vocabulary), FilterIndex(vocabulary=vocabulary)
+    filters = {n: parse_filter(f"[s,eq,'m{n:04d}']") for n in range(2 * LAID_OUT_FROM)}  # laid out whole
+    for key, f in filters.items():
+        index.add(key, f)
+    publications = [parse_publication(f"[s,'m{n:04d}']") for n in (0, 1, 300)]
+    held, versions = set(), set()
+    for depth in range(1, 120):  # words ever closer below 'm0001': the floats between run out, again and again
+        other.add(depth, parse_filter(f"[s,eq,'m0000{'z' * depth}']"))
+        for publication in publications:
+            assert index.matching(publication) == [k for k, f in filters.items() if matches(f, publication)]
+        held.add(id(index._tables))
+        versions.add(vocabulary.version)
+    assert len(versions) > 2 and len(held) > 1, "no renumbering or no new struct: the test tests nothing"
+
+
 def test_vocabulary_codes_stay_ordered_through_renumbering():
     vocabulary = Vocabulary()
     words = ["a", "m"]

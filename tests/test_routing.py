@@ -3,7 +3,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.language import NUMERIC, attributes_of, intersects, matches, parse_filter
+from protocols.language import NUMERIC, attributes_of, intersects, matches, parse_filter, parse_publication
 from protocols.routing import LOCAL, RoutingTable
 
 from .strategies import any_filters, publications
@@ -135,3 +135,18 @@ def test_entries_ids_and_clients_follow_their_slots_also_in_a_table_pickled_befo
     restored = RoutingTable(table.neighbors)
     restored.__setstate__(state)
     assert restored.ids_of(slots).tolist() == ["S4", "S1", "S3"] and len(restored._ids) == len(table._ids)
+
+
+def test_a_rewired_table_names_its_next_hops_by_the_new_neighbours_at_once():
+    """``set_neighbors`` renumbers the last hops in place and replaces the per-neighbour scratch
+    of matching: the next publication, with no entry added in between, is grouped by the new
+    numbers (the kernels' struct is made again after a rewiring, not only after an add)."""
+    table = RoutingTable(["B1", "B2"])
+    f = parse_filter("[x,>,0]")
+    table.add_route("from B1", f, 0)
+    table.add_route("from B2", f, 1)
+    publication = parse_publication("[x,5]")
+    assert table.publication(publication, LOCAL).groups == [0, 1]
+    table.set_neighbors(["B0", "B1", "B2"])
+    assert table.publication(publication, LOCAL).groups == [1, 2]
+    assert table.publication(publication, 1).groups == [2]
