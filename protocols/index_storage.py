@@ -698,6 +698,7 @@ class IndexStorage:
             self._stale_buckets = dict.fromkeys(self._attributes.values())
             for (attr, type_), attribute in self._attributes.items():
                 self._number(attribute, attr, type_)
+        self._arrays_gathered = False  # (a state may carry another table's gathered arrays)
 
     def _new_slot(self) -> int:
         slot = self._free.pop() if self._free else self._grow()

@@ -184,23 +184,27 @@ def test_a_table_pickled_with_its_conditions_by_id_matches_after_unpickling():
 
 def test_a_table_whose_line_runs_were_pickled_as_numpy_arrays_answers_after_unpickling():
     """Checkpoints written before session 70 hold each store's per-slot line runs (``start``,
-    ``length``) as NumPy arrays; a table restored from one answers, grows and compacts as a new one."""
+    ``length``) as NumPy arrays; a table restored from one answers, compacts and grows as a new one,
+    its stores' runs ``array.array``s that the kernels' views share."""
     rng = random.Random(7)
     filters = {k: parse_filter(f"[x,>,{rng.randint(0, 50)}],[x,<,{rng.randint(60, 99)}],[y,=,{k % 5}]")
                for k in range(40)}
     index = FilterIndex()
     for key, f in filters.items():
         index.add(key, f)
+    for key in range(0, 40, 4):
+        index.remove(key)
+        del filters[key]
     restored = pickle.loads(pickle.dumps(index))
     for store in (restored._rows, restored._offsets, restored._residual_lines, restored._buckets, restored._blocks):
         state = store.__getstate__()
         state["start"], state["length"] = (np.frombuffer(state[name], np.int64).copy() for name in ("start", "length"))
         store.__setstate__(state)
-        assert isinstance(store.start, array.array) and store.starts.base is not None
-    for key in range(0, 40, 2):  # free slots, then fill them and grow past them
-        restored.remove(key)
-        del filters[key]
-    for key in range(100, 300):
+        assert isinstance(store.start, array.array)
+        assert store.start.buffer_info()[0] == store.starts.ctypes.data  # a view, not a copy
+        store._compact()  # through the views
+        assert store.garbage == 0
+    for key in range(100, 300):  # fill the free slots, then grow past them
         filters[key] = parse_filter(f"[x,>,{rng.randint(0, 50)}],[y,=,{key % 7}]")
         restored.add(key, filters[key])
     for text in ("[x,55],[y,1]", "[x,70],[y,3]", "[x,5],[y,0]"):
