@@ -265,7 +265,7 @@ class _Lines:
     row, the offset of that cell in its column.
 
     ``start`` and ``length`` are ``array.array``s, written a slot at a time from Python (a NumPy
-    array's item costs three times as much there: bench/LOG.md, session 70); the kernels and the
+    array's single items cost more there: bench/LOG.md, session 70); the kernels and the
     whole-array steps read them through NumPy views of the same memory, ``starts`` and
     ``lengths``, made again when they grow (by copying: a viewed array cannot grow in place)."""
 
