@@ -220,6 +220,13 @@ _GENERATIONS = itertools.count(1)
 PROCESS_VOCABULARY = Vocabulary()
 
 
+def _grown_array(values: array.array, size: int) -> array.array:
+    """A zeroed copy of the int64 ``values`` with room for ``size`` items, its items kept."""
+    grown = array.array("q", bytes(8 * size))
+    grown[: len(values)] = values
+    return grown
+
+
 def _grown(array: np.ndarray, size: int, keep: int) -> np.ndarray:
     """A zeroed copy of ``array`` with room for ``size`` items, its first ``keep`` kept."""
     grown = np.zeros(size, array.dtype)
@@ -301,7 +308,7 @@ class _Lines:
         self._hold_slots(start, length)
 
     def grow_slots(self, size: int) -> None:
-        self._hold_slots(_grown_slots(self.start, size), _grown_slots(self.length, size))
+        self._hold_slots(_grown_array(self.start, size), _grown_array(self.length, size))
 
     def store(self, slot: int, flat_lines) -> None:
         """Give ``slot`` the lines given as a flat list of values (replacing its old ones)."""
@@ -347,13 +354,6 @@ class _Lines:
         self._hold(flat)
         self.starts[live] = starts
         self.used, self.garbage = len(lines), 0
-
-
-def _grown_slots(values: array.array, size: int) -> array.array:
-    """A zeroed copy of ``values`` with room for ``size`` items, its items kept."""
-    grown = array.array("q", bytes(8 * size))
-    grown[: len(values)] = values
-    return grown
 
 
 class _Conditions:
@@ -526,8 +526,7 @@ class _Columns:
         sizes = dict.fromkeys(self.FIELDS, 2 * places) | {"place_size": places}
         for name, size in sizes.items():
             old = getattr(self, name, array.array("q"))
-            new = array.array("q", bytes(8 * size))
-            new[: len(old)] = old
+            new = _grown_array(old, size)
             if name == "blocks":
                 new[len(old) :] = array.array("q", [-1]) * (size - len(old))
             setattr(self, name, new)
