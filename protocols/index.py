@@ -77,9 +77,6 @@ class FilterIndex(QueryEngine):
         groups of a routing table are last hops, and ``exclude`` the one the publication came
         from."""
         points = self.vocabulary.points(publication)  # first: its unknown words may renumber every code
-        self._reencode_strings()
-        if self._stale_buckets:
-            self._lay_out_buckets()
         out, room, found, local, groups, checks, cells = kernels.match(
             points, self._kernel_tables(), self._conditions.evaluate(publication.items), exclude)
         self._count("match", cells)

@@ -19,9 +19,14 @@ class QueryEngine(IndexStorage):
     _tables: object = None
 
     def _kernel_tables(self) -> object:
-        """The arrays the kernels' questions read, as one ``kernels.Tables``, made again when the
-        table has replaced one of them (grown, laid out again). Gathered anew only after a change:
-        gathering them costs as much as a small question's kernel call (bench/LOG.md, session 70)."""
+        """The arrays the kernels' questions read, current (strings re-encoded, buckets laid out),
+        as one ``kernels.Tables``, made again when the table has replaced one of them (grown, laid
+        out again). Call it after encoding the question: its words may renumber the codes. Gathered
+        anew only after a change: gathering them costs as much as a small question's kernel call
+        (bench/LOG.md, session 70)."""
+        self._reencode_strings()
+        if self._stale_buckets:
+            self._lay_out_buckets()
         if self._arrays_gathered:
             return self._tables
         arena, rows, residual_lines, buckets, blocks = (self._arena, self._rows, self._residual_lines, self._buckets,
@@ -56,9 +61,6 @@ class QueryEngine(IndexStorage):
         of the ``target`` probed attributes must be an entry's and pass. The work counted is
         the cells of every probed attribute's places: what a counting matcher compares,
         however few cells this index reaches (the cost model charges for the former)."""
-        self._reencode_strings()  # (after the caller encoded the query: its words may renumber the codes)
-        if self._stale_buckets:
-            self._lay_out_buckets()
         answer, cells = kernels.ask(test, -1 if target is None else target, probes.rows, self._kernel_tables(),
                                     0.0 if target is None else self._row_width())
         self._count(family, cells)
