@@ -42,11 +42,11 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))
 
 from protocols.compiled import PURE_PYTHON  # noqa: E402
 
-HERE = Path(__file__).resolve().parent.parent
 COLLECTED = re.compile(r"Collected : (\d+)")
 # kernels cached for one CPU whatever CPU the program is shown (see the module's docstring)
 PORTABLE_KERNELS = os.environ | {"NUMBA_CPU_NAME": "generic"}
