@@ -445,15 +445,17 @@ def test_delay_by_pair_uses_the_publishers_broker(analysed):
         np.testing.assert_allclose(ours[name], quantiles)
 
 
-def test_delay_by_pair_joins_many_publishers_without_broadcasting_them(analysed, spark_session, monkeypatch):
+def test_delay_by_pair_joins_many_publishers_without_broadcasting_them(tmp_path, spark_session, monkeypatch):
     """Past ``BROADCAST_ROWS`` publications the publishers are not shipped whole to every task
     (a paper-size run's outgrew the driver): where Spark would not broadcast them of itself (its
-    size threshold off here, as for a paper-size table), a sort-merge join, the same rows."""
+    size threshold off here, as for a paper-size table), a sort-merge join, the same rows.
+    A run of its own: with the session's Spark, this test runs on another worker than the
+    ``analysed`` fixture's tests, which would build that fixture (its runs and analysis) again."""
     from analysis import metrics
     from analysis.runs import check_runs, read_tables
 
-    runs, _ = analysed
-    selected = check_runs([runs["unsub_burst_small_active"]])
+    run(resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=120s"]), tmp_path / "run", progress=False)
+    selected = check_runs([tmp_path / "run"])
     tables = metrics.with_derived(read_tables(spark_session, selected), BUCKET_S * 1_000_000)
     plans, rows, default = {}, {}, metrics.BROADCAST_ROWS
     threshold = spark_session.conf.get("spark.sql.autoBroadcastJoinThreshold", None)
