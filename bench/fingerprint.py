@@ -53,13 +53,17 @@ FAMILIES = ("clustered_small_selective", "faults_small_core_crash", "faults_smal
             "workflow_paper_small_incremental", "quickstart")
 
 
+# one encoder for every row: json.dumps with options makes a new one per call
+ROW_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def table_hash(run_dir: Path, table: str) -> str:
-    rows = read_table(run_dir, table).to_pylist()
-    rows.sort(key=lambda row: json.dumps(row, sort_keys=True, default=str))
+    """The table's row count and a hash of its rows, each encoded as JSON, in sorted order."""
+    encoded = sorted(map(ROW_ENCODER.encode, read_table(run_dir, table).to_pylist()))
     digest = hashlib.sha256()
-    for row in rows:
-        digest.update(json.dumps(row, sort_keys=True, default=str).encode())
-    return f"{len(rows)}:{digest.hexdigest()[:16]}"
+    for row in encoded:
+        digest.update(row.encode())
+    return f"{len(encoded)}:{digest.hexdigest()[:16]}"
 
 
 def fingerprint(only: set[str] | None) -> dict[str, dict[str, str]]:
