@@ -7,6 +7,8 @@ import ast
 import hashlib
 import json
 import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 from setuptools import setup
@@ -15,6 +17,9 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).parent
 DIGESTS = "protocols/compiled_sources.json"  # (see protocols/compiled.py)
 COMPILED_DIGESTS: dict[str, str] = {}
+# pip's metadata steps (each runs this file again): mypyc's type check and translation, 10-15 s,
+# would only be thrown away
+METADATA_ONLY = {"egg_info", "dist_info"}
 
 
 def compiled_modules() -> tuple[str, ...]:
@@ -37,10 +42,15 @@ def pure_python(reason: str) -> list:
 
 def extensions() -> list:
     """The compiled modules, and their sources' digests as mypyc reads them (``COMPILED_DIGESTS``)."""
+    if METADATA_ONLY.intersection(sys.argv[1:]):
+        return []
     try:
         from mypyc.build import mypycify
     except ImportError:
         return pure_python("mypyc is not installed")
+    problem = c_compiler_problem()
+    if problem is not None:
+        return pure_python(f"no working C compiler for Python extensions ({problem})")
     sources = [str(source(module).relative_to(ROOT)) for module in compiled_modules()]
     COMPILED_DIGESTS.update((module, hashlib.sha256(source(module).read_bytes()).hexdigest())
                             for module in compiled_modules())
@@ -48,6 +58,24 @@ def extensions() -> list:
         return mypycify(sources, opt_level="3")  # type-checks them first (pyproject.toml: [tool.mypy])
     except (Exception, SystemExit) as error:
         return pure_python(f"mypyc failed ({error})")
+
+
+def c_compiler_problem() -> str | None:
+    """Why a C file including Python.h does not compile here (None: it does), found before
+    mypyc's translation, which takes longer than the compiler's failure."""
+    from distutils.ccompiler import new_compiler  # (setuptools' own distutils, once setuptools is imported)
+    from distutils.sysconfig import customize_compiler
+
+    compiler = new_compiler()
+    customize_compiler(compiler)
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Path(folder) / "probe.c"
+        probe.write_text("#include <Python.h>\nint probe(void) { return Py_IsInitialized(); }\n")
+        try:
+            compiler.compile([str(probe)], output_dir=folder, include_dirs=[sysconfig.get_paths()["include"]])
+        except Exception as error:  # (distutils' compile errors have no common base but Exception)
+            return str(error).strip() or type(error).__name__
+    return None
 
 
 class CompileOrFallBack(build_ext):
