@@ -196,8 +196,9 @@ def is_small(runs) -> bool:
 
 
 def spark_session(small: bool = False, driver_memory: str | None = None):
-    """A Spark session, local unless spark-submit named a master; ``driver_memory`` applies
-    where the session starts its own JVM (not under spark-submit, which started it)."""
+    """A Spark session, local unless spark-submit named a master; ``driver_memory`` and, for
+    ``small``, the small runs' JVM options apply where the session starts its own JVM (not under
+    spark-submit, which started it)."""
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -206,8 +207,8 @@ def spark_session(small: bool = False, driver_memory: str | None = None):
         builder = builder.master("local[*]")
     settings = {"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false",
                 "spark.ui.enabled": "false"}
-    if small:
-        settings |= SMALL_RUN_SETTINGS
+    if small:  # the JVM's options apply where the session starts it (spark-submit's come from analysis/submit.py)
+        settings |= SMALL_RUN_SETTINGS | {"spark.driver.extraJavaOptions": SMALL_RUN_JAVA_OPTIONS}
     else:
         settings["spark.sql.shuffle.partitions"] = "8"
     if driver_memory:

@@ -445,17 +445,24 @@ def test_delay_by_pair_uses_the_publishers_broker(analysed):
         np.testing.assert_allclose(ours[name], quantiles)
 
 
-def test_delay_by_pair_joins_many_publishers_without_broadcasting_them(tmp_path, spark_session, monkeypatch):
+@pytest.fixture(scope="module")
+def burst_run(tmp_path_factory):
+    """``analysed``'s run of ``unsub_burst_small_active``, for the tests with the session's Spark:
+    they run on another xdist worker than ``analysed``'s, which would build that fixture (five runs
+    and an analysis) a second time (tests/conftest.py)."""
+    path = tmp_path_factory.mktemp("burst") / "run"
+    run(resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=120s"]), path, progress=False)
+    return path
+
+
+def test_delay_by_pair_joins_many_publishers_without_broadcasting_them(burst_run, spark_session, monkeypatch):
     """Past ``BROADCAST_ROWS`` publications the publishers are not shipped whole to every task
     (a paper-size run's outgrew the driver): where Spark would not broadcast them of itself (its
-    size threshold off here, as for a paper-size table), a sort-merge join, the same rows.
-    A run of its own: with the session's Spark, this test runs on another worker than the
-    ``analysed`` fixture's tests, which would build that fixture (its runs and analysis) again."""
+    size threshold off here, as for a paper-size table), a sort-merge join, the same rows."""
     from analysis import metrics
     from analysis.runs import check_runs, read_tables
 
-    run(resolve(SCENARIOS / "unsub_burst_small_active.yaml", ["duration=120s"]), tmp_path / "run", progress=False)
-    selected = check_runs([tmp_path / "run"])
+    selected = check_runs([burst_run])
     tables = metrics.with_derived(read_tables(spark_session, selected), BUCKET_S * 1_000_000)
     plans, rows, default = {}, {}, metrics.BROADCAST_ROWS
     threshold = spark_session.conf.get("spark.sql.autoBroadcastJoinThreshold", None)
@@ -478,13 +485,13 @@ def test_delay_by_pair_joins_many_publishers_without_broadcasting_them(tmp_path,
     pd.testing.assert_frame_equal(rows[1], rows[default])
 
 
-def test_a_run_written_before_the_delivery_groups_has_its_deliveries_grouped(analysed, spark_session, tmp_path):
+def test_a_run_written_before_the_delivery_groups_has_its_deliveries_grouped(burst_run, spark_session, tmp_path):
     """The analysis reads the groups the emulator wrote; a run without them (written before
     session 63) has its deliveries grouped instead: read side by side, the same groups once
     each key's rows are added up, every delivery counted once."""
     from analysis.runs import check_runs, read_tables
 
-    source = analysed[0]["unsub_burst_small_active"]
+    source = burst_run
     older = tmp_path / "older"
     shutil.copytree(source, older)
     shutil.rmtree(older / "delivery_groups")
@@ -495,6 +502,17 @@ def test_a_run_written_before_the_delivery_groups_has_its_deliveries_grouped(ana
     pd.testing.assert_series_equal(written, grouped)
     assert written.sum() == len(_table(source, "deliveries")) > 500
     assert len(frame[frame.run == runs[0].label]) < written.sum()  # groups, not a row per delivery
+
+
+def test_a_session_for_small_runs_starts_its_jvm_with_the_small_runs_options(spark_session):
+    """The tests' session, as the figures fixture's: the JVM it started runs the options
+    spark-submit gives a small job's (C1 and the serial collector: a fifth less of its CPU time over
+    every figure's test-sized runs, bench/RESULTS.md)."""
+    from analysis.job import SMALL_RUN_JAVA_OPTIONS
+
+    jvm = spark_session.sparkContext._jvm
+    started_with = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert set(SMALL_RUN_JAVA_OPTIONS.split()) <= set(started_with), started_with
 
 
 def test_a_windowed_run_that_delivered_nothing_inside_its_window_delivered_none(spark_session):
