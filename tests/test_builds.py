@@ -51,17 +51,32 @@ def test_the_compiled_and_the_pure_python_build_write_identical_tables_for_one_s
     assert compiled_tables == pure_tables
 
 
+# a compiler that builds setup.py's probe of Python.h but none of the compiled modules (a compiler
+# that runs out of memory on mypyc's C, say): the build's own failure, after mypyc's translation
+FAILS_PAST_THE_PROBE = '#!/bin/sh\ncase "$*" in *probe.c*) exec cc "$@";; esac\nexit 1\n'
+
+
 @pytest.mark.slow
-def test_an_install_whose_c_compiler_fails_says_why_and_is_pure_python(tmp_path):
+@pytest.mark.parametrize("failing, says", [
+    (None, "no working C compiler for Python extensions"),
+    (FAILS_PAST_THE_PROBE, "compiling failed"),
+], ids=["no-compiler", "fails-past-the-probe"])
+def test_an_install_whose_c_compiler_fails_says_why_and_is_pure_python(tmp_path, failing, says):
     # from a copy: pip builds in the checkout's build/, where another test's install may be building
     checkout, target = tmp_path / "checkout", tmp_path / "installed"
     shutil.copytree(PROJECT_ROOT, checkout, ignore=shutil.ignore_patterns(
         ".git", "build", "runs", "*.so", "*.egg-info", "__pycache__", ".hypothesis", compiled.DIGESTS))
+    compiler = "false"
+    if failing is not None:
+        if shutil.which("cc") is None:
+            pytest.skip(f"{MISSING_DATA}a C compiler (cc) to fail past the probe")
+        compiler = tmp_path / "cc-failing"
+        compiler.write_text(failing)
+        compiler.chmod(0o755)
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--target", str(target),
-                           str(checkout)], env={**os.environ, "CC": "false"}, capture_output=True, text=True)
+                           str(checkout)], env={**os.environ, "CC": str(compiler)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert ("building pure Python, the per-message modules not compiled: no working C compiler for Python extensions"
-            in done.stdout + done.stderr)
+    assert f"building pure Python, the per-message modules not compiled: {says}" in done.stdout + done.stderr
     assert not list(target.rglob("*.so")) and not (target / "protocols" / compiled.DIGESTS).exists()
     imported = subprocess.run(
         [sys.executable, "-c", "import actors.engine, protocols.compiled as c; print(actors.engine.__file__, "
