@@ -17,8 +17,8 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).parent
 DIGESTS = "protocols/compiled_sources.json"  # (see protocols/compiled.py)
 COMPILED_DIGESTS: dict[str, str] = {}
-# pip's metadata steps (each runs this file again): mypyc's type check and translation, 10-15 s,
-# would only be thrown away
+# pip's metadata steps (each runs this file again): mypyc's type check and translation, about 9 s
+# each (an install took 54 s with them, 35 s without: bench/LOG.md, session 71), would be thrown away
 METADATA_ONLY = {"egg_info", "dist_info"}
 
 
