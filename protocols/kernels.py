@@ -25,8 +25,11 @@ for this publication the caller decided once per distinct condition), and it gro
 per-slot ``group`` (a routing table's last hop): the distinct non-negative groups other than
 ``exclude``, and the entries of group -1 (local subscribers).
 """
+import os
+
 import numpy as np
-from numba import njit, types
+from numba import njit, typeof, types
+from numba.core.dispatcher import Dispatcher
 from numba.experimental import structref
 
 LO_OPEN, HI_OPEN, RESIDUAL = 1, 2, 4
@@ -599,7 +602,7 @@ class Tables(structref.StructRefProxy):
 structref.define_boxing(_TablesType, Tables)
 _I64, _I32, _U8, _F64 = types.int64[::1], types.int32[::1], types.uint8[::1], types.float64[::1]
 _LINES = types.float64[:, ::1]
-_TABLES = _TablesType([
+_TABLES_FIELDS = [
     ("attribute_of_number", _I64), ("interval_of", _I64), ("buckets", _LINES), ("bucket_start", _I64),
     ("bucket_len", _I64), ("place_size", _I64), ("column_start", _I64), ("column_size", _I64),
     ("column_sorted", _I64), ("column_blocks", _I64), ("block_start", _I64), ("slots", _I32), ("lo", _F64),
@@ -607,7 +610,8 @@ _TABLES = _TablesType([
     ("residuals", _LINES), ("residual_start", _I64), ("residual_len", _I64), ("unsat", types.bool_[::1]),
     ("query_set", _U8), ("query_lo", _F64), ("query_hi", _F64), ("query_bits", _U8), ("marks", _U8),
     ("counts", _I32), ("flagged", _U8), ("owner", _I64), ("group", _I32), ("group_seen", _U8),
-])
+]
+_TABLES = _TablesType(_TABLES_FIELDS)
 
 
 @njit(cache=True, nogil=True)
@@ -649,7 +653,7 @@ def match(publication_points, t, condition_true, exclude):
 
 
 @njit(cache=True, nogil=True)
-def append_cells(slot, row_columns, first, rows, row_start, column_start, column_capacity, column_size, place_size,
+def _append_cells(slot, row_columns, first, rows, row_start, column_start, column_capacity, column_size, place_size,
                  slots, lo, hi, bits, line, offsets):
     """Add the cells of ``slot``'s row (``rows`` from line ``row_start``) to their columns
     ``row_columns`` (one per line), from line ``first`` on, and write each one's offset in its
@@ -678,7 +682,7 @@ def store_row(slot, probes, places, access, attribute_of_number, rows, first, ro
     """Write ``slot``'s row at line ``first`` of ``rows`` (room made for it) from its conjunction's
     ``probes`` (``Vocabulary.probes``: attribute number, lo, hi, bits per constraint) and the
     ``places`` of its cells (``access`` the one of its access cell), in attribute order, with each
-    line's column in ``row_columns``; then add the cells to their columns (``append_cells``)."""
+    line's column in ``row_columns``; then add the cells to their columns (``_append_cells``)."""
     count = len(places)
     ids = np.empty(count, np.int64)
     for j in range(count):
@@ -691,7 +695,7 @@ def store_row(slot, probes, places, access, attribute_of_number, rows, first, ro
         rows[first + k, 0] = probes[j, 1]
         rows[first + k, 1] = probes[j, 2]
         rows[first + k, 2] = ids[j] * 8 + probes[j, 3]
-    return append_cells(slot, row_columns, 0, rows, first, column_start, column_capacity, column_size, place_size,
+    return _append_cells(slot, row_columns, 0, rows, first, column_start, column_capacity, column_size, place_size,
                         slots, lo, hi, bits, line, offsets)
 
 
@@ -758,3 +762,70 @@ def group_counts(slots, group, counts):
         g = group[s]
         if g >= 0:
             counts[g] += 1
+
+
+# ---------------------------------------------------------------- the kernels Python calls
+#
+# Each is called through its compiled entry point for the one set of argument types its callers
+# pass, not through numba's dispatcher, which works every call's types out again (``typeof`` of
+# each argument and a search of the overloads): 5.2% of the engine benchmark's instructions per
+# event (bench/LOG.md, session 72). The entry point does not check the types it is given, so a
+# caller passes exactly the declared ones: ints, floats and writable C-contiguous arrays of these
+# dtypes and dimensions. With ``PUBSUB_EMU_CHECK_KERNEL_TYPES=1`` they are called through the
+# dispatcher instead, and a call with other types is refused (the builds' test runs every reference
+# scenario so).
+
+CHECK_TYPES = os.environ.get("PUBSUB_EMU_CHECK_KERNEL_TYPES") == "1"
+ENTRIES: dict[str, tuple] = {}  # name -> (kernel, declared argument types)
+
+
+def _entry(kernel, argument_types: tuple, name: str = ""):
+    """What the module offers as ``name`` (the kernel's own by default): ``kernel``'s entry point
+    for ``argument_types``, looked up (in numba's cache, or compiled) at its first call, so that
+    importing this module stays cheap; with ``CHECK_TYPES``, the kernel with every call's types
+    checked. Without numba's compiler (``NUMBA_DISABLE_JIT``), the Python function itself."""
+    if not isinstance(kernel, Dispatcher):
+        return kernel
+    name = name or kernel.py_func.__name__
+    ENTRIES[name] = (kernel, argument_types)
+    if CHECK_TYPES:
+        return _checked(kernel, argument_types, name)
+
+    def first_call(*args):
+        entry = globals()[name] = kernel.compile(argument_types)
+        return entry(*args)
+
+    return first_call
+
+
+def _checked(kernel, argument_types: tuple, name: str):
+    """``kernel`` called through numba's dispatcher, which compiles an overload of its own for
+    other types than the declared ones: a call that made one is refused, naming the argument."""
+    def checked(*args):
+        if not kernel.overloads:
+            kernel.compile(argument_types)  # (so that the declared overload is the first)
+        result = kernel(*args)
+        if len(kernel.overloads) > 1:
+            other = next(reversed(kernel.overloads))
+            if len(other) != len(argument_types):
+                raise TypeError(f"kernels.{name}: {len(other)} arguments, declared {len(argument_types)}")
+            i = next(i for i, (a, b) in enumerate(zip(other, argument_types)) if a != b)
+            raise TypeError(f"kernels.{name}: argument {i} is {other[i]}, declared {argument_types[i]}")
+        return result
+
+    return checked
+
+
+_INT, _FLOAT = types.int64, types.float64
+_CELLS = (_I32, _F64, _F64, _U8, _I32)  # an arena's slots, lo, hi, bits, line
+ask = _entry(ask, (_INT, _INT, _LINES, _TABLES, _FLOAT))
+match = _entry(match, (_LINES, _TABLES, _U8, _INT))
+tables_of = _entry(tables_of, tuple(field_type for _, field_type in _TABLES_FIELDS))
+append_cells = _entry(_append_cells, (_INT, _I32, _INT, _LINES, _INT, _I64, _I64, _I64, _I64, *_CELLS, _I32),
+                      "append_cells")
+store_row = _entry(store_row, (_INT, _LINES, _I64, _INT, _I64, _LINES, _INT, _I32, _I64, _I64, _I64, _I64, *_CELLS,
+                               _I32))
+remove_cells = _entry(remove_cells, (_INT, _I32, _I32, _I64, _I64, _I64, _I64, _I64, _I64, *_CELLS))
+count_toward = _entry(count_toward, (_I64, types.int32[:, ::1], types.bool_[:, ::1], _I32, _INT, _INT, _I64))
+within_windows = _entry(within_windows, (_I64, _I64, _I64, _INT, _I64))
+group_counts = _entry(group_counts, (_I64, _I32, _I32))

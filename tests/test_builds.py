@@ -30,8 +30,11 @@ def test_the_install_compiled_every_listed_module_where_a_c_compiler_is_and_the_
 
 
 def fingerprints(tmp_path, pure: bool) -> tuple[str, dict]:
+    """The fingerprints of every reference scenario in one build; in the pure-Python one, every
+    kernel call's argument types checked against those declared for its entry point (kernels.py)."""
     out = tmp_path / ("pure.json" if pure else "compiled.json")
-    environment = {**os.environ, compiled.PURE_PYTHON: "1" if pure else ""}
+    flag = "1" if pure else ""
+    environment = {**os.environ, compiled.PURE_PYTHON: flag, "PUBSUB_EMU_CHECK_KERNEL_TYPES": flag}
     done = subprocess.run([sys.executable, "bench/fingerprint.py", "--out", str(out)], cwd=PROJECT_ROOT,
                           env=environment, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -41,6 +44,8 @@ def fingerprints(tmp_path, pure: bool) -> tuple[str, dict]:
 
 @pytest.mark.slow
 def test_the_compiled_and_the_pure_python_build_write_identical_tables_for_one_scenario_of_every_family(tmp_path):
+    # (the pure-Python runs also hold every kernel call to its declared types: a call that passes
+    # others would fail its run, where the compiled build's entry points would misread them)
     if not HAS_COMPILED:
         pytest.skip(f"{MISSING_DATA}a compiled build (the install had no C compiler)")
     compiled_build, compiled_tables = fingerprints(tmp_path, pure=False)

@@ -5,10 +5,11 @@ import random
 from unittest import mock
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols import index_storage
+from protocols import index_storage, kernels
 from protocols.index import FilterIndex, Vocabulary
 from protocols.index_storage import COMPACT_FROM, LAID_OUT_FROM
 from protocols.language import (
@@ -610,3 +611,22 @@ def test_one_table_answers_exactly_while_its_arrays_are_replaced_between_questio
         del live[n]
     held.append(answers_exactly())
     assert len({id(tables) for tables in held}) == len(held), "the struct was not made again where arrays grew"
+
+
+def test_the_kernels_are_called_through_their_entry_points_for_their_declared_types():
+    """Python calls each kernel through its compiled entry point (kernels._entry), which reads its
+    arguments as the declared types without checking them; the checking form refuses others."""
+    index = FilterIndex()
+    index.add("a", parse_filter("[x,>=,1],[x,<,9]"))
+    assert index.matching(parse_publication("[x,5]")) == index.covering(parse_filter("[x,>=,2],[x,<,3]")) == ["a"]
+    if not kernels.CHECK_TYPES:
+        called = {name: type(getattr(kernels, name)).__name__ for name in ("ask", "match", "store_row")}
+        assert set(called.values()) == {"builtin_function_or_method"}, f"no entry point put in place: {called}"
+    kernel, declared = kernels.ENTRIES["within_windows"]
+    checked = kernels._checked(kernel, declared, "within_windows")
+    since, until, out = np.array([0, 5, 9]), np.array([4, 8, 12]), np.zeros(3, np.int64)
+    assert checked(np.array([0, 1, 2]), since, until, 6, out) == 1 and out[0] == 1
+    with pytest.raises(TypeError, match=r"within_windows: argument 0 is array\(int32, 1d, C\), declared array\(int64"):
+        checked(np.array([0, 1, 2], np.int32), since, until, 6, out)
+    with pytest.raises(TypeError, match="argument 1 is array"):
+        checked(np.array([0, 1, 2]), since[::2], until, 6, out)  # not contiguous
