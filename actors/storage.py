@@ -19,8 +19,19 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 
+# Columns of a few distinct values, each written with a dictionary; the others (ids, times, counts)
+# plain. A dictionary over a column of mostly distinct ids doubles the cost of writing a messages
+# table and makes its file larger (bench/LOG.md, session 72).
+FEW_VALUES = frozenset({"broker", "sender", "kind", "cause", "triggered_by", "role"})
+
+
 def is_uri(location) -> bool:
     return "://" in str(location)
+
+
+def write_parquet_to(table: pa.Table, where) -> None:
+    """``table`` as a Parquet file into ``where`` (a path or a stream)."""
+    pq.write_table(table, where, use_dictionary=[name for name in table.column_names if name in FEW_VALUES])
 
 
 def _array_from_buffer(typecode: str, data) -> array:
@@ -120,7 +131,7 @@ class RunDir:
         self._commit(relative, lambda stream: stream.write(data))
 
     def write_parquet(self, relative: str, table: pa.Table) -> None:
-        self._commit(relative, lambda stream: pq.write_table(table, stream))
+        self._commit(relative, lambda stream: write_parquet_to(table, stream))
 
     def write_pickle(self, relative: str, value) -> None:
         self._commit(relative, lambda stream: dump_state(value, stream))
@@ -161,7 +172,7 @@ class Collected:
 
     def write_parquet(self, relative: str, table: pa.Table) -> None:
         buffer = pa.BufferOutputStream()
-        pq.write_table(table, buffer)
+        write_parquet_to(table, buffer)
         self.files.append((relative, buffer.getvalue().to_pybytes()))
 
     def write_pickle(self, relative: str, value) -> None:

@@ -7,6 +7,7 @@ import tracemalloc
 from array import array
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from actors import coordinator
@@ -118,6 +119,22 @@ def test_runs_whose_columns_are_arrays_in_every_run_are_joined_in_their_order(tm
     writer.flush()
     assert [tuple(r.values()) for r in read_table(tmp_path, "deliveries").to_pylist()] == [
         ("M1", "S1", "c1", "B1", 10, 20, 1), ("M1", "S2", None, "B1", 10, 20, 1), ("M2", "S3", "c3", "B2", 30, 40, 2)]
+
+
+def test_only_columns_of_few_values_are_written_with_a_dictionary(tmp_path):
+    """Broker names and kinds repeat; ids and times do not, and a dictionary over them costs twice
+    the writing of a messages table for a larger file."""
+    writer = TableWriter(RunDir(tmp_path), host=0)
+    for i in range(300):
+        writer.append("messages", f"B{i % 3}", None, "pub", f"M{i}", i, i, i + 1, 0, 1, False, None, None, None, None)
+    writer.flush()
+    [part] = tmp_path.glob("messages/*.parquet")
+    row_group = pq.ParquetFile(part).metadata.row_group(0)
+    dictionary = {row_group.column(i).path_in_schema: row_group.column(i).has_dictionary_page
+                  for i in range(row_group.num_columns)}
+    assert dictionary["broker"] and dictionary["kind"]
+    assert not dictionary["msg_id"] and not dictionary["t_arrive_us"]
+    assert read_table(tmp_path, "messages").column("broker").to_pylist()[:4] == ["B0", "B1", "B2", "B0"]
 
 
 @pytest.mark.ray
