@@ -533,7 +533,7 @@ class _Columns:
         self._view()
 
     def _view(self) -> None:
-        # in the order ``kernels.tables_of``, ``kernels.append_cells`` and ``kernels.remove_cells`` take them
+        # ``views`` in the order ``kernels.tables_of`` takes them; the three made together (``_kernel_storage``)
         view = {name: np.frombuffer(getattr(self, name), np.int64) for name in self.FIELDS + ("place_size",)}
         self.views = tuple(view[name] for name in ("place_size", "start", "size", "sorted", "blocks"))
         self.upkeep_views = tuple(view[name] for name in ("start", "capacity", "size", "place_size"))
@@ -580,6 +580,9 @@ class IndexStorage:
     # False once the arrays the kernels read may have been replaced (grown, laid out again) since
     # the query engine last gathered them (``QueryEngine._kernel_tables``): set by every change
     _arrays_gathered: bool = False
+    # the arrays the storage kernels change, and the ``kernels.Storage`` holding them (``_kernel_storage``; not pickled)
+    _storage_arrays: tuple = ()
+    _storage: object = None
 
     def __init__(self, work: Work | None = None, vocabulary: Vocabulary | None = None) -> None:
         self.work = work if work is not None else Work()
@@ -670,6 +673,8 @@ class IndexStorage:
         slot, each slot's array added a tuple and a buffer, all of which the pickler keeps until
         the dump ends."""
         state = attributes_of(self)
+        state.pop("_storage_arrays", None)
+        state.pop("_storage", None)
         columns_of = state.pop("_columns_of")
         lengths, flat = state["_columns_of_lengths"], state["_columns_of_flat"] = array.array("i"), array.array("i")
         for columns in columns_of:
@@ -750,10 +755,8 @@ class IndexStorage:
         """Drop ``slot``'s cells and per-slot state; the slot becomes free."""
         row_columns = self._columns_of[slot]
         if row_columns:
-            offsets, columns, arena = self._offsets, self._columns, self._arena
-            kernels.remove_cells(slot, np.frombuffer(row_columns, np.int32), offsets.flat, offsets.starts,
-                                 *columns.removal_views, arena.slots, arena.lo, arena.hi, arena.bits, arena.line)
-            place_attribute = columns.place_attribute
+            kernels.remove_cells(slot, np.frombuffer(row_columns, np.int32), self._kernel_storage())
+            place_attribute = self._columns.place_attribute
             for column in row_columns:
                 place_attribute[column >> 1].cells -= 1
         self._rows.release(slot)
@@ -859,17 +862,32 @@ class IndexStorage:
         first, offsets_first = rows.reserve(slot, count), offsets.reserve(slot, count)
         if not count:
             return row_columns
-        columns_of_lines, offsets_of_lines = np.frombuffer(row_columns, np.int32), offsets.flat[offsets_first:]
-        arena = self._arena
-        done = kernels.store_row(slot, probes, np.frombuffer(places, np.int64), access, self._attribute_of_number,
-                                 rows.lines, first, columns_of_lines, *self._columns.upkeep_views, arena.slots, arena.lo,
-                                 arena.hi, arena.bits, arena.line, offsets_of_lines)
+        columns_of_lines = np.frombuffer(row_columns, np.int32)
+        done = kernels.store_row(slot, probes, np.frombuffer(places, np.int64), access, first, columns_of_lines,
+                                 offsets_first, self._kernel_storage())
         while done < count:  # a full column stopped it: room there, and on from that line
-            self._relocate(row_columns[done])
-            arena = self._arena  # (a relocation may compact it into a new one)
-            done = kernels.append_cells(slot, columns_of_lines, done, rows.lines, first, *self._columns.upkeep_views,
-                                        arena.slots, arena.lo, arena.hi, arena.bits, arena.line, offsets_of_lines)
+            self._relocate(row_columns[done])  # (it may grow or compact the arena: new arrays)
+            done = kernels.append_cells(slot, columns_of_lines, done, first, offsets_first, self._kernel_storage())
         return row_columns
+
+    def _kernel_storage(self) -> object:
+        """The arrays the storage kernels change, as one ``kernels.Storage``, made again when one of
+        them has been replaced (grown, compacted). Checked by identity at every call, in the compiled
+        code about a tenth of what passing the arrays one by one costs (bench/LOG.md, session 72)."""
+        arena, rows, offsets, columns = self._arena, self._rows, self._offsets, self._columns
+        held = self._storage_arrays
+        if (held and held[0] is self._attribute_of_number and held[1] is rows.lines and held[2] is columns.views
+                and held[3] is arena.slots and held[4] is arena.lo and held[5] is arena.hi and held[6] is arena.bits
+                and held[7] is arena.line and held[8] is offsets.flat and held[9] is offsets.starts):
+            return self._storage
+        self._storage_arrays = (self._attribute_of_number, rows.lines, columns.views, arena.slots, arena.lo, arena.hi,
+                                arena.bits, arena.line, offsets.flat, offsets.starts)
+        start, capacity, size, place_size = columns.upkeep_views
+        _, _, sorted_, dead, _ = columns.removal_views
+        self._storage = kernels.storage_of(self._attribute_of_number, rows.lines, start, capacity, size, sorted_, dead,
+                                           place_size, arena.slots, arena.lo, arena.hi, arena.bits, arena.line,
+                                           offsets.flat, offsets.starts)
+        return self._storage
 
     def _keep_sorted(self, changed) -> None:
         """Sort those of the ``changed`` columns that are large numeric interval columns

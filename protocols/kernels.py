@@ -677,7 +677,7 @@ def _append_cells(slot, row_columns, first, rows, row_start, column_start, colum
 
 
 @njit(cache=True, nogil=True)
-def store_row(slot, probes, places, access, attribute_of_number, rows, first, row_columns, column_start,
+def _store_row(slot, probes, places, access, attribute_of_number, rows, first, row_columns, column_start,
               column_capacity, column_size, place_size, slots, lo, hi, bits, line, offsets):
     """Write ``slot``'s row at line ``first`` of ``rows`` (room made for it) from its conjunction's
     ``probes`` (``Vocabulary.probes``: attribute number, lo, hi, bits per constraint) and the
@@ -700,7 +700,7 @@ def store_row(slot, probes, places, access, attribute_of_number, rows, first, ro
 
 
 @njit(cache=True, nogil=True)
-def remove_cells(slot, row_columns, offsets, offset_start, column_start, column_size, column_sorted, column_dead,
+def _remove_cells(slot, row_columns, offsets, offset_start, column_start, column_size, column_sorted, column_dead,
                  place_size, slots, lo, hi, bits, line):
     """Take ``slot``'s cells out of their columns ``row_columns`` (one per line of its row, the
     cells' offsets there from ``offsets[offset_start[slot]]``): a sorted cell dies in place (dead
@@ -721,6 +721,64 @@ def remove_cells(slot, row_columns, offsets, offset_start, column_start, column_
                 offsets[offset_start[slots[i]] + line[i]] = offset
             column_size[column] = last
         place_size[column >> 1] -= 1
+
+
+@structref.register
+class _StorageType(types.StructRef):
+    pass
+
+
+class Storage(structref.StructRefProxy):
+    """A table's arrays that ``store_row``, ``append_cells`` and ``remove_cells`` change, as one
+    argument, as ``Tables`` is for the questions: a table makes a new one when it replaces one of
+    them."""
+
+    __slots__ = ()
+
+
+structref.define_boxing(_StorageType, Storage)
+_STORAGE_FIELDS = [
+    ("attribute_of_number", _I64), ("rows", _LINES), ("column_start", _I64), ("column_capacity", _I64),
+    ("column_size", _I64), ("column_sorted", _I64), ("column_dead", _I64), ("place_size", _I64), ("slots", _I32),
+    ("lo", _F64), ("hi", _F64), ("bits", _U8), ("line", _I32), ("offsets", _I32), ("offset_start", _I64),
+]
+_STORAGE = _StorageType(_STORAGE_FIELDS)
+
+
+@njit(cache=True, nogil=True)
+def storage_of(attribute_of_number, rows, column_start, column_capacity, column_size, column_sorted, column_dead,
+               place_size, slots, lo, hi, bits, line, offsets, offset_start):
+    """The ``Storage`` of these arrays (in the order of the fields above)."""
+    s = structref.new(_STORAGE)
+    s.attribute_of_number, s.rows = attribute_of_number, rows
+    s.column_start, s.column_capacity = column_start, column_capacity
+    s.column_size, s.column_sorted, s.column_dead, s.place_size = column_size, column_sorted, column_dead, place_size
+    s.slots, s.lo, s.hi, s.bits, s.line = slots, lo, hi, bits, line
+    s.offsets, s.offset_start = offsets, offset_start
+    return s
+
+
+@njit(cache=True, nogil=True)
+def store_row(slot, probes, places, access, first, row_columns, offsets_first, s):
+    """``_store_row`` of a table's ``Storage``, the row's cell offsets written from line
+    ``offsets_first`` of its offsets."""
+    return _store_row(slot, probes, places, access, s.attribute_of_number, s.rows, first, row_columns, s.column_start,
+                      s.column_capacity, s.column_size, s.place_size, s.slots, s.lo, s.hi, s.bits, s.line,
+                      s.offsets[offsets_first:])
+
+
+@njit(cache=True, nogil=True)
+def append_cells(slot, row_columns, first, row_start, offsets_first, s):
+    """``_append_cells`` of a table's ``Storage`` (as ``store_row``)."""
+    return _append_cells(slot, row_columns, first, s.rows, row_start, s.column_start, s.column_capacity,
+                         s.column_size, s.place_size, s.slots, s.lo, s.hi, s.bits, s.line, s.offsets[offsets_first:])
+
+
+@njit(cache=True, nogil=True)
+def remove_cells(slot, row_columns, s):
+    """``_remove_cells`` of a table's ``Storage``."""
+    _remove_cells(slot, row_columns, s.offsets, s.offset_start, s.column_start, s.column_size, s.column_sorted,
+                  s.column_dead, s.place_size, s.slots, s.lo, s.hi, s.bits, s.line)
 
 
 @njit(cache=True, nogil=True)
@@ -817,15 +875,13 @@ def _checked(kernel, argument_types: tuple, name: str):
 
 
 _INT, _FLOAT = types.int64, types.float64
-_CELLS = (_I32, _F64, _F64, _U8, _I32)  # an arena's slots, lo, hi, bits, line
 ask = _entry(ask, (_INT, _INT, _LINES, _TABLES, _FLOAT))
 match = _entry(match, (_LINES, _TABLES, _U8, _INT))
 tables_of = _entry(tables_of, tuple(field_type for _, field_type in _TABLES_FIELDS))
-append_cells = _entry(_append_cells, (_INT, _I32, _INT, _LINES, _INT, _I64, _I64, _I64, _I64, *_CELLS, _I32),
-                      "append_cells")
-store_row = _entry(store_row, (_INT, _LINES, _I64, _INT, _I64, _LINES, _INT, _I32, _I64, _I64, _I64, _I64, *_CELLS,
-                               _I32))
-remove_cells = _entry(remove_cells, (_INT, _I32, _I32, _I64, _I64, _I64, _I64, _I64, _I64, *_CELLS))
+storage_of = _entry(storage_of, tuple(field_type for _, field_type in _STORAGE_FIELDS))
+store_row = _entry(store_row, (_INT, _LINES, _I64, _INT, _INT, _I32, _INT, _STORAGE))
+append_cells = _entry(append_cells, (_INT, _I32, _INT, _INT, _INT, _STORAGE))
+remove_cells = _entry(remove_cells, (_INT, _I32, _STORAGE))
 count_toward = _entry(count_toward, (_I64, types.int32[:, ::1], types.bool_[:, ::1], _I32, _INT, _INT, _I64))
 within_windows = _entry(within_windows, (_I64, _I64, _I64, _INT, _I64))
 group_counts = _entry(group_counts, (_I64, _I32, _I32))
