@@ -872,8 +872,9 @@ class IndexStorage:
 
     def _kernel_storage(self) -> object:
         """The arrays the storage kernels change, as one ``kernels.Storage``, made again when one of
-        them has been replaced (grown, compacted). Checked by identity at every call, in the compiled
-        code about a tenth of what passing the arrays one by one costs (bench/LOG.md, session 72)."""
+        them has been replaced (grown, compacted): checked by identity at every call, ten comparisons
+        in the compiled code, where each array passed to a kernel on its own costs an allocation
+        (bench/LOG.md, session 72)."""
         arena, rows, offsets, columns = self._arena, self._rows, self._offsets, self._columns
         held = self._storage_arrays
         if (held and held[0] is self._attribute_of_number and held[1] is rows.lines and held[2] is columns.views

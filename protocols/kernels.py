@@ -28,7 +28,7 @@ per-slot ``group`` (a routing table's last hop): the distinct non-negative group
 import os
 
 import numpy as np
-from numba import njit, typeof, types
+from numba import njit, types
 from numba.core.dispatcher import Dispatcher
 from numba.experimental import structref
 
