@@ -826,7 +826,7 @@ def group_counts(slots, group, counts):
 #
 # Each is called through its compiled entry point for the one set of argument types its callers
 # pass, not through numba's dispatcher, which works every call's types out again (``typeof`` of
-# each argument and a search of the overloads): 5.2% of the engine benchmark's instructions per
+# each argument and a search of the overloads): 6.6% of the engine benchmark's instructions per
 # event (bench/LOG.md, session 72). The entry point does not check the types it is given, so a
 # caller passes exactly the declared ones: ints, floats and writable C-contiguous arrays of these
 # dtypes and dimensions. With ``PUBSUB_EMU_CHECK_KERNEL_TYPES=1`` they are called through the
@@ -864,9 +864,7 @@ def _checked(kernel, argument_types: tuple, name: str):
             kernel.compile(argument_types)  # (so that the declared overload is the first)
         result = kernel(*args)
         if len(kernel.overloads) > 1:
-            other = next(reversed(kernel.overloads))
-            if len(other) != len(argument_types):
-                raise TypeError(f"kernels.{name}: {len(other)} arguments, declared {len(argument_types)}")
+            other = next(reversed(kernel.overloads))  # (as many types as the declared: the kernel's arity)
             i = next(i for i, (a, b) in enumerate(zip(other, argument_types)) if a != b)
             raise TypeError(f"kernels.{name}: argument {i} is {other[i]}, declared {argument_types[i]}")
         return result
