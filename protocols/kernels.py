@@ -837,14 +837,14 @@ CHECK_TYPES = os.environ.get("PUBSUB_EMU_CHECK_KERNEL_TYPES") == "1"
 ENTRIES: dict[str, tuple] = {}  # name -> (kernel, declared argument types)
 
 
-def _entry(kernel, argument_types: tuple, name: str = ""):
-    """What the module offers as ``name`` (the kernel's own by default): ``kernel``'s entry point
-    for ``argument_types``, looked up (in numba's cache, or compiled) at its first call, so that
+def _entry(kernel, argument_types: tuple):
+    """What the module offers under the kernel's name: ``kernel``'s entry point for
+    ``argument_types``, looked up (in numba's cache, or compiled) at its first call, so that
     importing this module stays cheap; with ``CHECK_TYPES``, the kernel with every call's types
     checked. Without numba's compiler (``NUMBA_DISABLE_JIT``), the Python function itself."""
     if not isinstance(kernel, Dispatcher):
         return kernel
-    name = name or kernel.py_func.__name__
+    name = kernel.py_func.__name__
     ENTRIES[name] = (kernel, argument_types)
     if CHECK_TYPES:
         return _checked(kernel, argument_types, name)
